@@ -1,0 +1,86 @@
+// Package breaker is lockkit's circuit-breaker policy: which backend errors
+// count as failures, how many of them trip the circuit, and what a tripped
+// circuit does. The state machine is github.com/sony/gobreaker/v2; this
+// package decides what is fed into it.
+//
+// The runtime keeps one [Breaker] per backend node (named by its address)
+// and sends every Redis round trip for that node through [Breaker.Do].
+// This package knows nothing of the runtime.
+//
+// # What counts as a backend failure
+//
+// [Classify] is the one place that sorts an error into an [Outcome].
+// [Failure] means the backend node is unreachable, too slow, or up but
+// unable to serve locks:
+//
+//   - network errors: any [net.Error] (refused, reset, unreachable, DNS,
+//     i/o timeout, …), [io.EOF], [io.ErrUnexpectedEOF], [net.ErrClosed] and
+//     the errnos ECONNREFUSED, ECONNRESET, ECONNABORTED, EPIPE, ETIMEDOUT,
+//     EHOSTUNREACH, ENETUNREACH however they are wrapped;
+//   - timeouts that are not the caller's: [context.DeadlineExceeded],
+//     [os.ErrDeadlineExceeded] or a timing-out [net.Error] while the caller's
+//     own ctx is still live (a per-command timeout fired);
+//   - [redis.ErrPoolTimeout] ("redis: connection pool timeout"): no
+//     connection came free in time, because the node is not answering;
+//   - Redis error replies that say the node cannot serve now:
+//     LOADING (dataset loading), READONLY (a replica, often a demoted
+//     master after failover), MASTERDOWN (replica lost its master and
+//     serves no stale data), CLUSTERDOWN, TRYAGAIN (slot migrating),
+//     BUSY (a script or function is running past the busy threshold; not
+//     BUSYKEY or BUSYGROUP), NOREPLICAS (min-replicas-to-write unmet),
+//     MISCONF (writes stopped after a failed RDB save), OOM (maxmemory
+//     reached with noeviction), and "ERR max number of clients reached"
+//     (go-redis usually shows that one as a broken pipe or EOF, which
+//     count anyway).
+//     The same codes inside a Redis 6 style script error ("ERR Error running
+//     script … -READONLY …") count too.
+//
+// [Ignored] means the error says nothing about the node, and is neither a
+// failure nor a success:
+//
+//   - the caller's own ctx ended: [context.Canceled], or a timeout of any
+//     kind (including the i/o timeout go-redis reports when it put the ctx
+//     deadline on the socket), or the ctx's cause, once the callerCtx given
+//     to [Classify] is done or its deadline has passed;
+//   - [context.Canceled] from any ctx (cancellation is never the backend's
+//     doing);
+//   - [redis.ErrClosed] (this process closed its client) and
+//     [redis.ErrPoolExhausted] (the client's own MaxActiveConns cap).
+//
+// Everything else is a [Success]: the node answered. That includes
+// contention ([redis.Nil], a nil reply), NOSCRIPT (the runtime falls back
+// to EVAL), WRONGTYPE, BUSYKEY, NOAUTH and other error replies, and errors
+// the runtime makes itself after a round trip. The breaker tracks the
+// node's health, not the outcome of the operation.
+//
+// A caller whose ctx is shorter than the client's per-command timeouts
+// therefore never trips the breaker by timing out; it still does on a
+// refused or reset connection.
+//
+// # Defaults
+//
+// A zero [Settings] means these defaults; each field may be changed on its
+// own:
+//
+//   - ConsecutiveFailures 5 ([DefaultConsecutiveFailures]): trip after 5
+//     failures in a row;
+//   - FailureRatio 0: the ratio rule is off; when set, trip once
+//     failures/(failures+successes) reaches it over at least MinRequests
+//     counted requests ([DefaultMinRequests], 20) within one Interval;
+//   - Interval 10s ([DefaultInterval]): the closed state's counts are
+//     cleared every Interval;
+//   - OpenTimeout 2s ([DefaultOpenTimeout]): how long the circuit stays
+//     open before letting probes through (half-open);
+//   - HalfOpenProbes 1 ([DefaultHalfOpenProbes]): how many requests may be
+//     in flight while half-open; that many successes in a row close the
+//     circuit, and any failure opens it again.
+//
+// # Open means fail closed
+//
+// While the circuit is open, and while half-open with all probe slots
+// taken, [Breaker.Do] does not call op and returns an [*OpenError] at once
+// (errors.Is(err, [ErrOpen]) is true), naming the node, since when it has
+// been open and how long until the next probe. Nothing is sent to the node
+// and nothing is assumed about it: a request the breaker refuses has failed,
+// so no lease is granted while the backend is uncertain.
+package breaker

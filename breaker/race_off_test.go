@@ -1,0 +1,5 @@
+//go:build !race
+
+package breaker
+
+const raceEnabled = false

@@ -1,0 +1,30 @@
+// Package lockkit is the runtime under lockkit's generated lock helpers:
+// Redis leases with owner-checked Lua scripts, background renewal that
+// cancels the work's ctx when a lease is lost, jittered exponential backoff,
+// and fencing numbers.
+//
+// Applications normally use the typed helpers generated from lockkit.yaml
+// (go run github.com/lockkit/lockkit/gen), which build keys and carry each
+// domain's policy:
+//
+//	err := locks.Table(id).Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
+//		return book(ctx, id, lease.Fence())
+//	})
+//
+// # Semantics
+//
+// Acquire is one round trip: one script sets the key with NX and PX and, for
+// a fencing domain, issues the fencing number. Release and extend compare the
+// lease's token before they delete or extend, so a lease that expired can
+// never free or prolong someone else's lock (ErrNotHeld).
+//
+// A lease is valid until start + TTL − drift on this process's monotonic
+// clock, start being taken before the acquire was sent and drift 1% of the
+// TTL + 2ms. It is extended every RenewInterval (default TTL/3). When an
+// extend is refused, or the deadline passes without a successful one (Redis
+// unreachable, process paused), the lease is lost: Do cancels fn's ctx with
+// an ErrLockLost cause and returns an error matching ErrLockLost.
+//
+// Contention is ErrNotAcquired, a backend problem ErrUnavailable, and the
+// caller's ctx ending is that ctx's error; the three are never confused.
+package lockkit

@@ -1,0 +1,39 @@
+package lockkit
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap one of them (with the
+// domain, key and cause), so callers test with errors.Is.
+//
+// Contention and backend failure are never confused: a lock held by someone
+// else is ErrNotAcquired; a Redis that cannot answer is ErrUnavailable.
+var (
+	// ErrNotAcquired means the lock is held by someone else: after one attempt
+	// (TryDo, TryAcquire) or after the domain's retry policy ran out of
+	// attempts or wait time. It is an expected outcome, not a failure.
+	ErrNotAcquired = errors.New("lockkit: lock not acquired: held by another owner")
+
+	// ErrLockLost means a lease ended before it was released: an extend was
+	// refused (the key expired or is held by someone else), or the lease's local
+	// deadline passed without a successful extend (Redis unreachable, process
+	// paused). Work protected by the lease must stop: fn's ctx is cancelled
+	// with this error as its cause.
+	ErrLockLost = errors.New("lockkit: lock lost")
+
+	// ErrNotHeld means a release or extend found the key no longer holding this
+	// lease's token (it expired, maybe someone else holds it now). Nothing was
+	// changed in Redis.
+	ErrNotHeld = errors.New("lockkit: lock not held by this lease")
+
+	// ErrUnavailable means the backend could not answer: network errors,
+	// timeouts, Redis errors such as LOADING or READONLY, or an open circuit
+	// breaker. No lease is granted while the backend is uncertain.
+	ErrUnavailable = errors.New("lockkit: backend unavailable")
+
+	// ErrClosed is returned by every operation after Client.Close.
+	ErrClosed = errors.New("lockkit: client closed")
+
+	// ErrNoClient is returned by a Lock that is not bound to a client: the
+	// zero Lock, or a generated package-level helper called before SetDefault.
+	ErrNoClient = errors.New("lockkit: lock has no client: call the generated package's SetDefault(client), or use its New(client)")
+)

@@ -1,0 +1,78 @@
+package lockkit
+
+import "strconv"
+
+// DefaultPrefix is the key prefix used when a DomainSpec leaves Prefix empty.
+const DefaultPrefix = "lock:"
+
+// A lock key is Prefix + "{" + suffix + "}" and its fencing counter is the
+// lock key + ":fence". The braces are a Redis Cluster hash tag, so a lock and
+// its counter always share a slot; the escaping below keeps '{' and '}' out of
+// parameters so a parameter can never move the tag.
+const fenceSuffix = ":fence"
+
+// AppendString appends the injective, readable encoding of a string key
+// parameter to dst. The bytes '%', ':', '{', '}', every control byte (< 0x20)
+// and DEL (0x7f) become %XX with upper-case hex; everything else, unicode
+// included, is kept as it is. So an encoded parameter never contains ':', '{'
+// or '}', and two different strings never encode to the same bytes.
+func AppendString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if needsEscape(c) {
+			dst = append(dst, '%', upperHex[c>>4], upperHex[c&0xf])
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+const upperHex = "0123456789ABCDEF"
+
+func needsEscape(c byte) bool {
+	return c < 0x20 || c == 0x7f || c == '%' || c == ':' || c == '{' || c == '}'
+}
+
+// KeyBuilder builds one lock key of a domain, for generated code. Each method
+// appends to the key and returns the builder; Lock finishes it. Building a key
+// costs two small allocations (the buffer and the final string).
+type KeyBuilder struct {
+	d   *Domain
+	buf []byte
+}
+
+// Key starts a key of this domain. sizeHint is the expected length of the
+// part after the prefix (literals plus parameters), so the buffer is allocated once.
+func (d *Domain) Key(sizeHint int) KeyBuilder {
+	if d == nil {
+		return KeyBuilder{}
+	}
+	buf := make([]byte, 0, len(d.prefix)+sizeHint+2+8)
+	buf = append(buf, d.prefix...)
+	buf = append(buf, '{')
+	return KeyBuilder{d: d, buf: buf}
+}
+
+// Literal appends a fixed part of the domain's pattern, verbatim.
+func (b KeyBuilder) Literal(s string) KeyBuilder { b.buf = append(b.buf, s...); return b }
+
+// String appends a string parameter, escaped by AppendString.
+func (b KeyBuilder) String(s string) KeyBuilder { b.buf = AppendString(b.buf, s); return b }
+
+// Int appends a signed integer parameter in decimal.
+func (b KeyBuilder) Int(v int64) KeyBuilder { b.buf = strconv.AppendInt(b.buf, v, 10); return b }
+
+// Uint appends an unsigned integer parameter in decimal.
+func (b KeyBuilder) Uint(v uint64) KeyBuilder { b.buf = strconv.AppendUint(b.buf, v, 10); return b }
+
+// Lock finishes the key and returns the Lock on it. A builder from a nil
+// Domain returns the zero Lock, whose methods return ErrNoClient.
+func (b KeyBuilder) Lock() Lock {
+	if b.d == nil {
+		return Lock{}
+	}
+	// Copy rather than alias the buffer: a builder value used again after Lock
+	// would otherwise overwrite the closing brace of a key already handed out.
+	return Lock{d: b.d, key: string(append(b.buf, '}'))}
+}

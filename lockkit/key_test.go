@@ -1,0 +1,104 @@
+package lockkit
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// unescape inverts AppendString; the fuzz test uses it to prove the encoding
+// is injective (a left inverse exists) and that decoding needs no context.
+func unescape(t testing.TB, enc string) string {
+	var b strings.Builder
+	for i := 0; i < len(enc); i++ {
+		if enc[i] != '%' {
+			b.WriteByte(enc[i])
+			continue
+		}
+		if i+2 >= len(enc) {
+			t.Fatalf("truncated escape in %q", enc)
+		}
+		v, err := strconv.ParseUint(enc[i+1:i+3], 16, 8)
+		if err != nil {
+			t.Fatalf("bad escape in %q: %v", enc, err)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String()
+}
+
+func TestAppendString(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"12", "12"},
+		{"a:b", "a%3Ab"},
+		{"{x}", "%7Bx%7D"},
+		{"100%", "100%25"},
+		{"%3A", "%253A"},
+		{"ünïcødé 桌", "ünïcødé 桌"},
+		{"tab\tnl\n\x7f", "tab%09nl%0A%7F"},
+	} {
+		if got := string(AppendString(nil, tc.in)); got != tc.want {
+			t.Errorf("AppendString(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestKeyLayout(t *testing.T) {
+	c := &Client{}
+	d := c.Domain(DomainSpec{Name: "user_digest", Policy: Policy{TTL: 1}})
+	got := d.Key(0).Literal("user:").Int(-42).Literal(":digest").Lock().Key()
+	if want := "lock:{user:-42:digest}"; got != want {
+		t.Fatalf("key = %q, want %q", got, want)
+	}
+	d2 := c.Domain(DomainSpec{Name: "cron", Prefix: "app:", Policy: Policy{TTL: 1}})
+	got = d2.Key(0).Literal("cron:").String("nightly:{x}").Literal(":").Uint(7).Lock().Key()
+	if want := "app:{cron:nightly%3A%7Bx%7D:7}"; got != want {
+		t.Fatalf("key = %q, want %q", got, want)
+	}
+	if (KeyBuilder{}).Lock() != (Lock{}) {
+		t.Fatal("a builder from a nil domain must give the zero Lock")
+	}
+}
+
+// The builder must not let a later append change a key already handed out.
+func TestKeyBuilderReuse(t *testing.T) {
+	c := &Client{}
+	d := c.Domain(DomainSpec{Name: "t", Policy: Policy{TTL: 1}})
+	b := d.Key(64).Literal("t:")
+	k1 := b.String("a").Lock().Key()
+	_ = b.String("zzzz").Lock()
+	if k1 != "lock:{t:a}" {
+		t.Fatalf("first key changed to %q", k1)
+	}
+}
+
+// FuzzKeyInjective: for the two-parameter pattern "x:{a}:{b}", two tuples
+// give the same key only if they are the same tuple, and the key decodes
+// back to the tuple.
+func FuzzKeyInjective(f *testing.F) {
+	f.Add("a", "b", "a:b", "")
+	f.Add("", ":", ":", "")
+	f.Add("%3A", "", ":", "")
+	f.Add("{", "}", "%7B", "%7D")
+	f.Fuzz(func(t *testing.T, a1, b1, a2, b2 string) {
+		key := func(a, b string) []byte {
+			k := AppendString([]byte("x:"), a)
+			k = append(k, ':')
+			return AppendString(k, b)
+		}
+		k1, k2 := key(a1, b1), key(a2, b2)
+		if bytes.Equal(k1, k2) != (a1 == a2 && b1 == b2) {
+			t.Fatalf("(%q,%q) -> %q and (%q,%q) -> %q", a1, b1, k1, a2, b2, k2)
+		}
+		if bytes.ContainsAny(k1[2:], "{}") {
+			t.Fatalf("key %q holds a brace: it could move the hash tag", k1)
+		}
+		parts := strings.Split(string(k1), ":")
+		if len(parts) != 3 || unescape(t, parts[1]) != a1 || unescape(t, parts[2]) != b1 {
+			t.Fatalf("key %q does not decode to (%q,%q)", k1, a1, b1)
+		}
+	})
+}

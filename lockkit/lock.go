@@ -1,0 +1,180 @@
+package lockkit
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/lockkit/lockkit/breaker"
+)
+
+// Lock is one key of one domain: a small value, cheap to build and copy.
+// Generated helpers return it (embedded in a typed wrapper); the zero Lock
+// returns ErrNoClient from every method.
+type Lock struct {
+	d   *Domain
+	key string
+}
+
+// Key is the Redis key of the lock.
+func (l Lock) Key() string { return l.key }
+
+// Do acquires the lock, retrying per the domain's policy, runs fn, and
+// releases the lock, also when fn panics.
+//
+// fn's ctx is cancelled, with context.Cause an error that matches
+// ErrLockLost, the moment the lease is lost; Do then returns an error that
+// matches ErrLockLost, joined with fn's own error if any. A failed release is
+// logged and does not mask fn's result.
+func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	lease, err := l.acquire(ctx, true)
+	if err != nil {
+		return err
+	}
+	return lease.run(ctx, fn)
+}
+
+// TryDo is Do with a single attempt: a held lock returns ErrNotAcquired at
+// once, and fn does not run.
+func (l Lock) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	lease, err := l.acquire(ctx, false)
+	if err != nil {
+		return err
+	}
+	return lease.run(ctx, fn)
+}
+
+// Acquire takes the lock, retrying per the domain's policy, and returns the
+// lease, renewed in the background until Release. The lease outlives ctx:
+// ctx bounds only the acquisition.
+func (l Lock) Acquire(ctx context.Context) (*Lease, error) { return l.acquire(ctx, true) }
+
+// TryAcquire is Acquire with a single attempt: a held lock returns
+// ErrNotAcquired at once.
+func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) { return l.acquire(ctx, false) }
+
+func (l Lock) acquire(ctx context.Context, retry bool) (*Lease, error) {
+	d := l.d
+	if d == nil {
+		return nil, ErrNoClient
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	c := d.c
+	if c.isClosed() {
+		return nil, ErrClosed
+	}
+	p := &d.policy
+	start := time.Now()
+	var (
+		bo       backoff.BackOff
+		attempts int
+	)
+	for {
+		attempts++
+		token := rand.Text()
+		sent := time.Now()
+		fence, err := l.attempt(ctx, token)
+		if err == nil {
+			validUntil := sent.Add(p.TTL - d.drift)
+			if time.Until(validUntil) > 0 {
+				lease := newLease(l, token, fence, validUntil)
+				if !c.track(lease) {
+					lease.releaseUntracked()
+					return nil, ErrClosed
+				}
+				lease.start()
+				return lease, nil
+			}
+			// The reply came too late to trust: the key may already have
+			// expired. Give it back and count it as a backend failure.
+			l.releaseToken(ctx, token)
+			err = fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(sent).Round(time.Millisecond), p.TTL)
+		}
+		if ctx.Err() != nil {
+			return nil, l.ctxError(ctx, attempts, start)
+		}
+		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) {
+			// An open breaker fails fast: waiting out a backoff would only
+			// pile callers up behind a backend that is known to be sick.
+			return nil, l.finalError(err, attempts, start, false)
+		}
+		if bo == nil {
+			bo = p.Retry.newBackOff()
+		}
+		wait := bo.NextBackOff()
+		if wait == backoff.Stop {
+			return nil, l.finalError(err, attempts, start, true)
+		}
+		if mw := p.Retry.MaxWait; mw > 0 {
+			left := mw - time.Since(start)
+			if left <= 0 {
+				return nil, l.finalError(err, attempts, start, true)
+			}
+			wait = min(wait, left)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, l.ctxError(ctx, attempts, start)
+		case <-t.C:
+		}
+	}
+}
+
+// attempt sends one acquisition. It returns errContended-free errors: nil,
+// a wrapped ErrNotAcquired, or a wrapped ErrUnavailable.
+func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
+	d := l.d
+	fence, err := d.c.be.acquire(ctx, l.key, d.policy.Fencing, token, d.policy.TTL)
+	switch {
+	case err == nil:
+		return fence, nil
+	case errors.Is(err, errContended):
+		return 0, ErrNotAcquired
+	case errors.Is(err, breaker.ErrOpen):
+		// Refused before anything was sent: there is nothing to clean up.
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	default:
+		// The script may have run even though the reply was lost: release
+		// the token we may now hold, or it blocks others until its TTL. In
+		// the background, so a hung server does not double the wait.
+		d.c.background(func() { l.releaseToken(ctx, token) })
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+}
+
+// releaseToken is a best-effort owner-checked delete, for an acquisition
+// that will not become a lease.
+func (l Lock) releaseToken(ctx context.Context, token string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
+	defer cancel()
+	_, _ = l.d.c.be.release(rctx, l.key, token)
+}
+
+// finalError describes an acquisition that ended without a lease. A lone
+// contended attempt returns the bare ErrNotAcquired (TryDo's expected,
+// allocation-free outcome).
+func (l Lock) finalError(last error, attempts int, start time.Time, exhausted bool) error {
+	if !exhausted && last == ErrNotAcquired {
+		return ErrNotAcquired
+	}
+	return fmt.Errorf("lockkit: acquire %s: gave up after %d attempt(s) in %v: %w",
+		l.key, attempts, time.Since(start).Round(time.Millisecond), last)
+}
+
+// ctxError reports that the caller's ctx ended the acquisition; it matches
+// ctx.Err() (context.Canceled or DeadlineExceeded), never ErrNotAcquired.
+func (l Lock) ctxError(ctx context.Context, attempts int, start time.Time) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
+	return fmt.Errorf("lockkit: acquire %s: stopped waiting after %d attempt(s) in %v: %w",
+		l.key, attempts, time.Since(start).Round(time.Millisecond), err)
+}

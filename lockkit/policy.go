@@ -1,0 +1,171 @@
+package lockkit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Policy is how a domain's locks behave: how long a lease lives, how often it
+// is renewed, how acquisition retries, and whether it issues fencing numbers.
+type Policy struct {
+	// TTL is how long Redis keeps the lock without a renewal. It bounds how
+	// long a crashed holder blocks others. Must be > 0.
+	TTL time.Duration
+
+	// RenewInterval is how often a held lease is extended. 0 means TTL/3; a
+	// negative value turns renewal off, so the lease is lost at its deadline.
+	// Must be < TTL.
+	RenewInterval time.Duration
+
+	// Retry is how acquisition waits for a held lock. The zero value makes a
+	// single attempt.
+	Retry RetryPolicy
+
+	// Fencing makes every acquisition return a fencing number (Lease.Fence)
+	// that is strictly increasing per key.
+	Fencing bool
+}
+
+// RetryPolicy is jittered exponential backoff for acquiring a held lock.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts, the first included; 0 and 1
+	// both mean a single attempt.
+	MaxAttempts int
+	// InitialInterval is the first wait between attempts (default 50ms).
+	InitialInterval time.Duration
+	// MaxInterval caps a single wait (default 1s).
+	MaxInterval time.Duration
+	// Multiplier grows the wait after each attempt; >= 1 (default 2).
+	Multiplier float64
+	// Jitter randomizes each wait by ±Jitter×wait; in [0, 1] (default 0.5).
+	// Without jitter, contenders that collided once retry in lockstep.
+	Jitter float64
+	// MaxWait bounds the whole acquisition, waits and attempts together;
+	// 0 means bounded only by MaxAttempts and ctx.
+	MaxWait time.Duration
+}
+
+// Retry defaults, applied to zero fields of a RetryPolicy with MaxAttempts > 1.
+const (
+	DefaultInitialInterval = 50 * time.Millisecond
+	DefaultMaxInterval     = time.Second
+	DefaultMultiplier      = 2.0
+	DefaultJitter          = 0.5
+)
+
+// withDefaults fills the zero fields that have a default.
+func (p Policy) withDefaults() Policy {
+	if p.RenewInterval == 0 {
+		p.RenewInterval = p.TTL / 3
+	}
+	r := &p.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = 1
+	}
+	if r.InitialInterval == 0 {
+		r.InitialInterval = DefaultInitialInterval
+	}
+	if r.MaxInterval == 0 {
+		r.MaxInterval = max(DefaultMaxInterval, r.InitialInterval)
+	}
+	if r.Multiplier == 0 {
+		r.Multiplier = DefaultMultiplier
+	}
+	return p
+}
+
+// validate reports every problem with a policy (after withDefaults).
+func (p Policy) validate() error {
+	var errs []error
+	if p.TTL <= 0 {
+		errs = append(errs, fmt.Errorf("ttl must be > 0 (got %v)", p.TTL))
+	}
+	if p.RenewInterval >= p.TTL && p.TTL > 0 {
+		errs = append(errs, fmt.Errorf("renew interval %v must be shorter than the ttl %v (default ttl/3)", p.RenewInterval, p.TTL))
+	}
+	r := p.Retry
+	if r.MaxAttempts < 0 {
+		errs = append(errs, fmt.Errorf("retry max attempts must be >= 0 (got %d)", r.MaxAttempts))
+	}
+	if r.InitialInterval < 0 || r.MaxInterval < 0 || r.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("retry intervals must be >= 0 (got initial %v, max %v, max wait %v)", r.InitialInterval, r.MaxInterval, r.MaxWait))
+	}
+	if r.MaxInterval < r.InitialInterval {
+		errs = append(errs, fmt.Errorf("retry max interval %v must be >= the initial interval %v", r.MaxInterval, r.InitialInterval))
+	}
+	if r.Multiplier < 1 {
+		errs = append(errs, fmt.Errorf("retry multiplier must be >= 1 (got %v)", r.Multiplier))
+	}
+	if r.Jitter < 0 || r.Jitter > 1 {
+		errs = append(errs, fmt.Errorf("retry jitter must be in [0, 1] (got %v)", r.Jitter))
+	}
+	return errors.Join(errs...)
+}
+
+// newBackOff returns a fresh backoff for one acquisition: backoff state must
+// never be shared between acquisitions.
+func (r RetryPolicy) newBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(r.InitialInterval),
+		backoff.WithMaxInterval(r.MaxInterval),
+		backoff.WithMultiplier(r.Multiplier),
+		backoff.WithRandomizationFactor(r.Jitter),
+		// MaxWait is enforced by the acquire loop against its own start time,
+		// so attempts are counted the same way whatever the clock.
+		backoff.WithMaxElapsedTime(0),
+	)
+	return backoff.WithMaxRetries(b, uint64(r.MaxAttempts-1))
+}
+
+// EnvTTLPrefix starts the environment variables that override a domain's TTL
+// at run time: LOCKKIT_TTL_<NAME>=<Go duration>, NAME being the domain name in
+// upper case with every byte other than A-Z and 0-9 turned into '_', e.g.
+// LOCKKIT_TTL_USER_DIGEST=45s. They are read once, by New.
+const EnvTTLPrefix = "LOCKKIT_TTL_"
+
+// readTTLOverrides parses every LOCKKIT_TTL_* variable. An invalid value is an
+// error naming the variable, never a silent default.
+func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
+	var (
+		out  map[string]time.Duration
+		errs []error
+	)
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvTTLPrefix) {
+			continue
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(val))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms", name, val))
+			continue
+		case d <= 0:
+			errs = append(errs, fmt.Errorf("lockkit: %s=%q: a TTL must be > 0", name, val))
+			continue
+		}
+		if out == nil {
+			out = make(map[string]time.Duration)
+		}
+		out[strings.TrimPrefix(name, EnvTTLPrefix)] = d
+	}
+	return out, errors.Join(errs...)
+}
+
+// envName is the NAME part of a domain's LOCKKIT_TTL_<NAME> variable.
+func envName(domain string) string {
+	b := []byte(strings.ToUpper(domain))
+	for i, c := range b {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func environ() []string { return os.Environ() }

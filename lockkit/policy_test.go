@@ -1,0 +1,103 @@
+package lockkit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPolicyValidation(t *testing.T) {
+	c := &Client{}
+	for _, tc := range []struct {
+		name string
+		p    Policy
+		want string // substring of the error; "" means valid
+	}{
+		{"ok", Policy{TTL: time.Second}, ""},
+		{"zero ttl", Policy{}, "ttl must be > 0"},
+		{"renew too long", Policy{TTL: time.Second, RenewInterval: time.Second}, "renew interval 1s must be shorter than the ttl 1s"},
+		{"bad multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: 0.5}}, "multiplier must be >= 1"},
+		{"bad jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: 2}}, "jitter must be in [0, 1]"},
+		{"negative attempts", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: -1}}, "max attempts must be >= 0"},
+		{"max below initial", Policy{TTL: time.Second, Retry: RetryPolicy{InitialInterval: time.Second, MaxInterval: time.Millisecond}}, "max interval 1ms must be >= the initial interval 1s"},
+	} {
+		d := c.Domain(DomainSpec{Name: "d", Policy: tc.p})
+		switch {
+		case tc.want == "" && d.err != nil:
+			t.Errorf("%s: unexpected error %v", tc.name, d.err)
+		case tc.want != "" && (d.err == nil || !strings.Contains(d.err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, d.err, tc.want)
+		}
+		if tc.want != "" {
+			// A bad domain never panics: its locks return the error.
+			_, err := d.Key(0).Literal("x").Lock().TryAcquire(t.Context())
+			if err == nil || err != d.err {
+				t.Errorf("%s: TryAcquire = %v, want the domain error", tc.name, err)
+			}
+		}
+	}
+	if got := c.Domain(DomainSpec{Name: "d", Policy: Policy{TTL: 3 * time.Second}}).Policy().RenewInterval; got != time.Second {
+		t.Errorf("default renew interval = %v, want ttl/3 = 1s", got)
+	}
+}
+
+func TestTTLOverrides(t *testing.T) {
+	got, err := readTTLOverrides([]string{"PATH=/bin", "LOCKKIT_TTL_TABLE=8s", "LOCKKIT_TTL_USER_DIGEST= 250ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["TABLE"] != 8*time.Second || got["USER_DIGEST"] != 250*time.Millisecond || len(got) != 2 {
+		t.Fatalf("overrides = %v", got)
+	}
+	_, err = readTTLOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s"})
+	if err == nil {
+		t.Fatal("invalid values must be an error")
+	}
+	for _, want := range []string{`LOCKKIT_TTL_TABLE="8" is not a duration; write a Go duration such as 8s or 500ms`, `LOCKKIT_TTL_JOB="-1s": a TTL must be > 0`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if envName("user_digest") != "USER_DIGEST" || envName("a-b.c") != "A_B_C" {
+		t.Fatal("envName")
+	}
+}
+
+func TestNewRejectsInvalidEnv(t *testing.T) {
+	t.Setenv("LOCKKIT_TTL_TABLE", "eight seconds")
+	_, err := New(nil)
+	if err == nil {
+		t.Fatal("New(nil) must fail")
+	}
+	c, err := New(fakeUniversal(t))
+	if c != nil || err == nil || !strings.Contains(err.Error(), "LOCKKIT_TTL_TABLE") {
+		t.Fatalf("New = %v, %v; want an error naming LOCKKIT_TTL_TABLE", c, err)
+	}
+}
+
+func TestEnvOverrideApplies(t *testing.T) {
+	t.Setenv("LOCKKIT_TTL_TABLE", "9s")
+	c, err := New(fakeUniversal(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.Domain(DomainSpec{Name: "table", Policy: Policy{TTL: 30 * time.Second, RenewInterval: 10 * time.Second}}).Policy()
+	if p.TTL != 9*time.Second || p.RenewInterval != 3*time.Second {
+		t.Fatalf("policy = ttl %v renew %v, want 9s and 3s", p.TTL, p.RenewInterval)
+	}
+	other := c.Domain(DomainSpec{Name: "job", Policy: Policy{TTL: 30 * time.Second}}).Policy()
+	if other.TTL != 30*time.Second {
+		t.Fatalf("unrelated domain changed: %v", other.TTL)
+	}
+}
+
+func TestZeroLock(t *testing.T) {
+	var l Lock
+	if err := l.Do(t.Context(), nil); !errors.Is(err, ErrNoClient) {
+		t.Fatalf("zero Lock Do = %v, want ErrNoClient", err)
+	}
+	if _, err := l.TryAcquire(t.Context()); !errors.Is(err, ErrNoClient) {
+		t.Fatalf("zero Lock TryAcquire = %v, want ErrNoClient", err)
+	}
+}

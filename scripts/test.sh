@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need (real redis-server,
+# redis-sentinel and PostgreSQL 15 from Debian's packages), then checks
+# formatting, vets, checks generated code is fresh, and runs every test with
+# the race detector. Extra arguments go to `go test` (e.g. -run TestX).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+if [ -d gen ] && [ -f lockkit.yaml ] && [ -n "$(ls gen/*.go 2>/dev/null)" ]; then
+  # Fails, naming the file, when committed generated code is stale.
+  (cd examples/locks && go run github.com/lockkit/lockkit/gen -check -config ../../lockkit.yaml -out locks_gen.go)
+fi
+go test -race -count=1 -timeout 15m "$@" ./...
