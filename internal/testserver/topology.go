@@ -1,0 +1,348 @@
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// StartReplica starts a redis-server replicating primary (--replicaof) and returns once
+// master_link_status is up, i.e. the initial sync is done. Restart keeps --replicaof.
+func StartReplica(t testing.TB, primary *Redis, opts ...RedisOption) *Redis {
+	t.Helper()
+	opts = append([]RedisOption{WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()))}, opts...)
+	r := StartRedis(t, opts...)
+	waitFor(t, readyTimeout, fmt.Sprintf("replica %s to sync with %s", r.Addr(), primary.Addr()), r.logPath, func() error {
+		info, err := respString(r.Addr(), time.Second, "INFO", "replication")
+		if err != nil {
+			return err
+		}
+		if s, _ := infoField(info, "master_link_status"); s != "up" {
+			return fmt.Errorf("master_link_status:%s", s)
+		}
+		return nil
+	})
+	return r
+}
+
+// waitFor polls check every 50ms until it passes or d elapses, then fails the test with
+// check's last error and the tail of logPath.
+func waitFor(t testing.TB, d time.Duration, what, logPath string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testserver: timed out after %v waiting for %s: %v\n--- %s (tail) ---\n%s",
+				d, what, err, logPath, logTail(logPath, 0))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Sentinel is a redis-sentinel process monitoring one master. The embedded *Redis gives
+// Addr, Port, PID, Pause/Resume/Kill/Stop/Restart; its Client is a plain client that can
+// send SENTINEL commands with Do.
+type Sentinel struct {
+	*Redis
+	masterName string
+}
+
+// StartSentinel starts a redis-sentinel that monitors primary as masterName with the
+// given quorum, down-after-milliseconds 1000 and failover-timeout 5000, configured through
+// a generated, writable sentinel.conf in its temp dir. It returns once the sentinel sees
+// the master up together with the replicas the master had at that moment. Start the
+// replicas first: a sentinel discovers later replicas only on its next INFO (every 10s).
+func StartSentinel(t testing.TB, primary *Redis, masterName string, quorum int) *Sentinel {
+	t.Helper()
+	bin := requireRedisBin(t, "redis-sentinel")
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	s := &Sentinel{
+		Redis: &Redis{
+			name:    "redis-sentinel",
+			bin:     bin,
+			lead:    []string{conf},
+			dir:     dir,
+			logPath: filepath.Join(dir, "sentinel.log"),
+		},
+		masterName: masterName,
+	}
+	writeConf := func(int) error {
+		c := fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]d %[3]d
+sentinel down-after-milliseconds %[1]s 1000
+sentinel failover-timeout %[1]s 5000
+sentinel parallel-syncs %[1]s 1
+`, masterName, primary.Port(), quorum)
+		return os.WriteFile(conf, []byte(c), 0o644)
+	}
+	replicas := 0
+	if info, err := respString(primary.Addr(), time.Second, "INFO", "replication"); err == nil {
+		n, _ := infoField(info, "connected_slaves")
+		replicas, _ = strconv.Atoi(n)
+	}
+	s.start(t, false, writeConf)
+	waitFor(t, readyTimeout, fmt.Sprintf("sentinel %s to see master %q with %d replica(s)", s.Addr(), masterName, replicas), s.logPath, func() error {
+		m, err := s.master()
+		if err != nil {
+			return err
+		}
+		if m["flags"] != "master" {
+			return fmt.Errorf("master flags %q", m["flags"])
+		}
+		if n, _ := strconv.Atoi(m["num-slaves"]); n < replicas {
+			return fmt.Errorf("sentinel knows %d replica(s)", n)
+		}
+		return nil
+	})
+	return s
+}
+
+// master returns SENTINEL MASTER's fields.
+func (s *Sentinel) master() (map[string]string, error) {
+	v, err := respDo(s.Addr(), time.Second, "SENTINEL", "MASTER", s.masterName)
+	if err != nil {
+		return nil, err
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("SENTINEL MASTER: unexpected reply %#v", v)
+	}
+	m := map[string]string{}
+	for i := 0; i+1 < len(arr); i += 2 {
+		k, _ := arr[i].(string)
+		val, _ := arr[i+1].(string)
+		m[k] = val
+	}
+	return m, nil
+}
+
+// MasterName is the name the sentinel monitors the master under.
+func (s *Sentinel) MasterName() string { return s.masterName }
+
+func (s *Sentinel) masterAddr() (string, error) {
+	v, err := respDo(s.Addr(), time.Second, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.masterName)
+	if err != nil {
+		return "", err
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) != 2 {
+		return "", fmt.Errorf("SENTINEL GET-MASTER-ADDR-BY-NAME: unexpected reply %#v", v)
+	}
+	host, _ := arr[0].(string)
+	port, _ := arr[1].(string)
+	return net.JoinHostPort(host, port), nil
+}
+
+// MasterAddr is the master's address as the sentinel reports it (SENTINEL
+// GET-MASTER-ADDR-BY-NAME), "127.0.0.1:PORT".
+func (s *Sentinel) MasterAddr(t testing.TB) string {
+	t.Helper()
+	a, err := s.masterAddr()
+	if err != nil {
+		t.Fatalf("testserver: sentinel %s: %v", s.Addr(), err)
+	}
+	return a
+}
+
+// Failover forces a failover with SENTINEL FAILOVER (retried while the sentinel answers
+// NOGOODSLAVE or INPROG, up to 15s), then waits up to 20s until the sentinel reports a new
+// master address and that server's ROLE is master. It returns the new master's address.
+func (s *Sentinel) Failover(t testing.TB) string {
+	t.Helper()
+	old := s.MasterAddr(t)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, err := respDo(s.Addr(), 2*time.Second, "SENTINEL", "FAILOVER", s.masterName)
+		if err == nil && v == "OK" {
+			break
+		}
+		if e, ok := v.(respError); err == nil && ok && (strings.HasPrefix(string(e), "NOGOODSLAVE") || strings.HasPrefix(string(e), "INPROG")) && time.Now().Before(deadline) {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		t.Fatalf("testserver: SENTINEL FAILOVER %s on %s: reply %#v, err %v\n--- %s (tail) ---\n%s",
+			s.masterName, s.Addr(), v, err, s.logPath, logTail(s.logPath, 0))
+	}
+	var addr string
+	waitFor(t, 20*time.Second, fmt.Sprintf("sentinel %s to promote a replica of %s", s.Addr(), old), s.logPath, func() error {
+		a, err := s.masterAddr()
+		if err != nil {
+			return err
+		}
+		if a == old {
+			return fmt.Errorf("master is still %s", a)
+		}
+		v, err := respDo(a, time.Second, "ROLE")
+		if err != nil {
+			return err
+		}
+		if arr, ok := v.([]any); !ok || len(arr) == 0 || arr[0] != "master" {
+			return fmt.Errorf("%s: ROLE %#v", a, v)
+		}
+		addr = a
+		return nil
+	})
+	return addr
+}
+
+// SentinelClient returns a new go-redis SentinelClient for this sentinel, closed in t.Cleanup.
+func (s *Sentinel) SentinelClient(t testing.TB, opts ...func(*redis.Options)) *redis.SentinelClient {
+	t.Helper()
+	o := testOptions(s.Addr())
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewSentinelClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// FailoverClient returns a new go-redis client that finds the master through this
+// sentinel (redis.NewFailoverClient), with the same test defaults as Redis.Client, closed
+// in t.Cleanup.
+func (s *Sentinel) FailoverClient(t testing.TB, opts ...func(*redis.FailoverOptions)) *redis.Client {
+	t.Helper()
+	o := &redis.FailoverOptions{
+		MasterName:            s.masterName,
+		SentinelAddrs:         []string{s.Addr()},
+		DialTimeout:           time.Second,
+		DialerRetries:         1,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+		PoolTimeout:           2 * time.Second,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	c := redis.NewFailoverClient(o)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func testOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr:                     addr,
+		DialTimeout:              time.Second,
+		DialerRetries:            1,
+		ReadTimeout:              time.Second,
+		WriteTimeout:             time.Second,
+		PoolTimeout:              2 * time.Second,
+		MaxRetries:               -1,
+		ContextTimeoutEnabled:    true,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+}
+
+// Cluster is a Redis Cluster of masters only, each a *Redis on 127.0.0.1.
+type Cluster struct {
+	nodes []*Redis
+}
+
+// StartCluster starts masters (at least 3) redis-server nodes with --cluster-enabled yes,
+// a nodes.conf in each node's temp dir and cluster-node-timeout 2000, joins them with
+// `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and returns once
+// every node reports cluster_state:ok and knows all the others. Each node's port+10000
+// (its cluster bus port) was free too. opts apply to every node.
+func StartCluster(t testing.TB, masters int, opts ...RedisOption) *Cluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("testserver: StartCluster: redis-cli --cluster create needs at least 3 masters, got %d", masters)
+	}
+	cli := requireRedisBin(t, "redis-cli")
+	nodeOpts := append([]RedisOption{
+		func(c *redisConfig) { c.bus = true },
+		WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"),
+	}, opts...)
+	c := &Cluster{}
+	for range masters {
+		c.nodes = append(c.nodes, StartRedis(t, nodeOpts...))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cli, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("testserver: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	c.WaitOK(t)
+	return c
+}
+
+// WaitOK waits (up to 10s for each node) until every node reports cluster_state:ok and
+// knows all the others, e.g. after restarting a node.
+func (c *Cluster) WaitOK(t testing.TB) {
+	t.Helper()
+	for _, n := range c.nodes {
+		waitFor(t, readyTimeout, "cluster_state:ok on "+n.Addr(), n.logPath, func() error {
+			info, err := respString(n.Addr(), time.Second, "CLUSTER", "INFO")
+			if err != nil {
+				return err
+			}
+			if s, _ := infoField(info, "cluster_state"); s != "ok" {
+				return fmt.Errorf("cluster_state:%s", s)
+			}
+			if k, _ := infoField(info, "cluster_known_nodes"); k != strconv.Itoa(len(c.nodes)) {
+				return fmt.Errorf("cluster_known_nodes:%s, want %d", k, len(c.nodes))
+			}
+			return nil
+		})
+	}
+}
+
+// Nodes are the cluster's nodes, to Pause, Kill, Restart... one of them.
+func (c *Cluster) Nodes() []*Redis { return c.nodes }
+
+// Addrs are the nodes' addresses.
+func (c *Cluster) Addrs() []string {
+	a := make([]string, len(c.nodes))
+	for i, n := range c.nodes {
+		a[i] = n.Addr()
+	}
+	return a
+}
+
+// Client returns a new go-redis ClusterClient seeded with every node, with the same test
+// defaults as Redis.Client, closed in t.Cleanup.
+func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	t.Helper()
+	o := &redis.ClusterOptions{
+		Addrs:                    c.Addrs(),
+		DialTimeout:              time.Second,
+		DialerRetries:            1,
+		ReadTimeout:              time.Second,
+		WriteTimeout:             time.Second,
+		PoolTimeout:              2 * time.Second,
+		MaxRetries:               -1,
+		ContextTimeoutEnabled:    true,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	cc := redis.NewClusterClient(o)
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
