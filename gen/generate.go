@@ -1,0 +1,438 @@
+package main
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"go/format"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/lockkit/lockkit/schema"
+)
+
+// Options are the choices Generate leaves to the caller.
+type Options struct {
+	// Package overrides the file's package name when not empty.
+	Package string
+}
+
+//go:embed locks.go.tmpl
+var locksTemplate string
+
+var tmpl = template.Must(template.New("locks").Parse(locksTemplate))
+
+// Generate returns the gofmt'd Go source of the typed helpers for f. It is
+// pure: the same file gives the same bytes, and nothing is written.
+func Generate(f *schema.File, opts Options) ([]byte, error) {
+	pkg := f.Package
+	if opts.Package != "" {
+		pkg = opts.Package
+	}
+	if err := schema.CheckPackageName(pkg); err != nil {
+		return nil, err
+	}
+	v := newFileView(f, pkg)
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, v); err != nil {
+		return nil, fmt.Errorf("executing the template: %v", err)
+	}
+	out, err := format.Source(buf.Bytes())
+	if err != nil {
+		// A bug in the template or the view: show what went wrong where.
+		return nil, fmt.Errorf("formatting the generated code: %v\n%s", err, numbered(buf.Bytes()))
+	}
+	return out, nil
+}
+
+func numbered(src []byte) string {
+	var b strings.Builder
+	for i, line := range strings.Split(string(src), "\n") {
+		fmt.Fprintf(&b, "%4d  %s\n", i+1, line)
+	}
+	return b.String()
+}
+
+// The view model: every name, type and expression the template prints is
+// computed here, so the template only lays them out.
+
+type fileView struct {
+	Source        string // the schema's file name, "lockkit.yaml"
+	Package       string
+	Domains       []*domainView
+	SetDefaultDoc []string // comment lines, without "// "
+}
+
+type domainView struct {
+	GoName   string // "UserDigest": the constructor
+	TypeName string // "UserDigestLock"
+	Field    string // "userDigest": its field in Locks
+	SpecVar  string // "userDigestSpec"
+	Ref      string // "lockkit.yaml:12"
+	Spec     []kv   // the DomainSpec's fields but Policy
+	Policy   []kv   // the Policy's fields before Retry
+	Retry    []kv   // the RetryPolicy's fields; none for a single attempt
+	Fencing  bool
+	TypeDoc  []string // comment lines, without "// "
+	FuncDoc  []string
+	HelpDoc  []string
+	Params   string // "job string, hour int64"
+	Args     string // "id, hour"
+	Recv     string // the method's receiver
+	Local    string // the package-level helper's variable
+	Build    string // the key: `Key(6 + len(id)).Literal("table:").String(id).Lock()`
+}
+
+// kv is one keyed field of a composite literal, with an optional comment.
+type kv struct {
+	Key, Value, Comment string
+}
+
+func newFileView(f *schema.File, pkg string) *fileView {
+	source := filepath.Base(f.Path)
+	v := &fileView{Source: source, Package: pkg}
+
+	// Unexported package-level names: each domain's spec variable.
+	topLevel := newNamer("defaultLocks", "atomic", "time", "lockkit")
+	fields := newNamer()
+	var helpers []string
+	for _, d := range f.Domains {
+		base := lowerInitial(d.GoName)
+		dv := &domainView{
+			GoName:   d.GoName,
+			TypeName: d.GoName + "Lock",
+			Field:    fields.fresh(base),
+			SpecVar:  topLevel.fresh(base + "Spec"),
+			Ref:      fmt.Sprintf("%s:%d", source, d.Pos.Line),
+		}
+		v.Domains = append(v.Domains, dv)
+		helpers = append(helpers, d.GoName)
+	}
+	if len(helpers) > 6 {
+		helpers = append(helpers[:3:3], fmt.Sprintf("%d more", len(helpers)-3))
+	}
+	v.SetDefaultDoc = wrap(fmt.Sprintf("SetDefault binds the package-level helpers (%s) to c. Until then, or after SetDefault(nil), their locks return lockkit.ErrNoClient.", joinAnd(helpers)))
+
+	// Identifiers a parameter must not shadow in the generated bodies.
+	reserved := newNamer(predeclared...)
+	reserved.take("defaultLocks", "atomic", "time", "lockkit", "Locks", "New", "SetDefault")
+	for _, dv := range v.Domains {
+		reserved.take(dv.GoName, dv.TypeName, dv.SpecVar)
+	}
+	for i, d := range f.Domains {
+		fillDomain(v.Domains[i], d, f.Prefix, reserved)
+	}
+	return v
+}
+
+func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer) {
+	dv.Spec = []kv{
+		{Key: "Name", Value: strconv.Quote(d.Name)},
+		{Key: "Pattern", Value: strconv.Quote(d.Pattern)},
+		{Key: "Prefix", Value: strconv.Quote(prefix)},
+	}
+	dv.Policy = []kv{{Key: "TTL", Value: durationExpr(d.TTL)}}
+	switch {
+	case d.Renew < 0:
+		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: "-1", Comment: "never renewed: the lease ends at its deadline"})
+	case d.Renew > 0:
+		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: durationExpr(d.Renew)})
+	}
+	if r := d.Retry; !r.None() {
+		dv.Retry = []kv{
+			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
+			{Key: "InitialInterval", Value: durationExpr(r.Initial)},
+			{Key: "MaxInterval", Value: durationExpr(r.Max)},
+			{Key: "Multiplier", Value: floatLit(r.Multiplier)},
+			{Key: "Jitter", Value: floatLit(r.Jitter)},
+		}
+		if r.MaxWait > 0 {
+			dv.Retry = append(dv.Retry, kv{Key: "MaxWait", Value: durationExpr(r.MaxWait)})
+		}
+	}
+	dv.Fencing = d.Fencing
+
+	// Parameters keep their schema names unless one would shadow a name the
+	// bodies use; then it gets a "_" suffix.
+	taken := reserved.child()
+	var params, args []string
+	names := map[string]string{}
+	ps := d.Params()
+	for i, s := range ps {
+		name := taken.fresh(s.Param)
+		names[s.Param] = name
+		args = append(args, name)
+		// Group a run of one type: "job, queue string".
+		if i+1 < len(ps) && ps[i+1].Type == s.Type {
+			params = append(params, name)
+		} else {
+			params = append(params, name+" "+string(s.Type))
+		}
+	}
+	dv.Params = strings.Join(params, ", ")
+	dv.Args = strings.Join(args, ", ")
+	dv.Recv = taken.fresh("l")
+	dv.Local = dv.Recv
+
+	// The key: literals verbatim, parameters through the runtime's encoders.
+	literalLen, fixed := 0, 0
+	var lengths, calls []string
+	for _, s := range d.Segments {
+		if !s.IsParam() {
+			literalLen += len(s.Literal)
+			calls = append(calls, "Literal("+strconv.Quote(s.Literal)+")")
+			continue
+		}
+		name := names[s.Param]
+		switch s.Type {
+		case schema.TypeString:
+			lengths = append(lengths, "len("+name+")")
+			calls = append(calls, "String("+name+")")
+		case schema.TypeInt64:
+			fixed += 20
+			calls = append(calls, "Int("+name+")")
+		case schema.TypeInt, schema.TypeInt32:
+			fixed += maxDigits(s.Type)
+			calls = append(calls, "Int(int64("+name+"))")
+		case schema.TypeUint64:
+			fixed += 20
+			calls = append(calls, "Uint("+name+")")
+		case schema.TypeUint, schema.TypeUint32:
+			fixed += maxDigits(s.Type)
+			calls = append(calls, "Uint(uint64("+name+"))")
+		}
+	}
+	hint := lengths
+	if n := literalLen + fixed; n > 0 || len(hint) == 0 {
+		hint = append([]string{strconv.Itoa(n)}, hint...)
+	}
+	key := "Key(" + strings.Join(hint, " + ") + ")"
+	if line := strings.Join(append([]string{key}, calls...), "."); len(line) <= 80 {
+		dv.Build = line + ".Lock()"
+	} else {
+		// A long chain gets a line per literal and the parameters after it.
+		lines := []string{key}
+		for i, c := range calls {
+			if i == 0 || strings.HasPrefix(c, "Literal(") {
+				lines = append(lines, c)
+			} else {
+				lines[len(lines)-1] += "." + c
+			}
+		}
+		lines[len(lines)-1] += ".Lock()"
+		dv.Build = strings.Join(lines, ".\n")
+	}
+
+	// Doc comments.
+	shape := keyShape(prefix, d.Segments)
+	dv.TypeDoc = wrap(fmt.Sprintf("%s is the lock on one key of the %s domain, %q (%s). Its Do, TryDo, Acquire and TryAcquire come from lockkit.Lock.",
+		dv.TypeName, d.Name, d.Pattern, dv.Ref))
+	if d.Description != "" {
+		dv.TypeDoc = append(dv.TypeDoc, "")
+		for _, line := range strings.Split(d.Description, "\n") {
+			dv.TypeDoc = append(dv.TypeDoc, wrap(line)...)
+		}
+	}
+	dv.TypeDoc = append(dv.TypeDoc, "")
+	dv.TypeDoc = append(dv.TypeDoc, wrap("Policy: "+policyText(d)+".")...)
+	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s). It does not touch Redis.", d.GoName, d.Name, shape, dv.Ref))
+	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the lock's methods return lockkit.ErrNoClient.",
+		d.GoName, d.Name, shape, dv.Ref))
+}
+
+// maxDigits is the longest decimal form of a value of an integer type.
+func maxDigits(t schema.ParamType) int {
+	switch t {
+	case schema.TypeInt32:
+		return 11 // -2147483648
+	case schema.TypeUint32:
+		return 10
+	}
+	return 20 // -9223372036854775808, 18446744073709551615
+}
+
+// keyShape shows a domain's keys: lock:{user:<id>:digest}.
+func keyShape(prefix string, segs []schema.Segment) string {
+	var b strings.Builder
+	b.WriteString(prefix + "{")
+	for _, s := range segs {
+		if s.IsParam() {
+			b.WriteString("<" + s.Param + ">")
+		} else {
+			b.WriteString(s.Literal)
+		}
+	}
+	b.WriteString("}")
+	return strconv.Quote(b.String())
+}
+
+func policyText(d *schema.Domain) string {
+	parts := []string{fmt.Sprintf("ttl %s (%s%s overrides it)", shortDuration(d.TTL), "LOCKKIT_TTL_", strings.ToUpper(d.Name))}
+	switch {
+	case d.Renew < 0:
+		parts[0] += ", never renewed"
+	case d.Renew == 0:
+		parts[0] += ", renewed every ttl/3"
+	default:
+		parts[0] += ", renewed every " + shortDuration(d.Renew)
+	}
+	if r := d.Retry; r.None() {
+		parts = append(parts, "a single attempt")
+	} else {
+		s := fmt.Sprintf("up to %d attempts, backing off from %s to %s (multiplier %s, jitter %s)",
+			r.Attempts, shortDuration(r.Initial), shortDuration(r.Max), floatLit(r.Multiplier), floatLit(r.Jitter))
+		if r.MaxWait > 0 {
+			s += ", for at most " + shortDuration(r.MaxWait)
+		}
+		parts = append(parts, s)
+	}
+	if d.Fencing {
+		parts = append(parts, "fencing on (Lease.Fence)")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// durationExpr writes d as Go source in its largest whole unit.
+func durationExpr(d time.Duration) string {
+	units := []struct {
+		unit time.Duration
+		name string
+	}{
+		{time.Hour, "time.Hour"},
+		{time.Minute, "time.Minute"},
+		{time.Second, "time.Second"},
+		{time.Millisecond, "time.Millisecond"},
+		{time.Microsecond, "time.Microsecond"},
+		{time.Nanosecond, "time.Nanosecond"},
+	}
+	for _, u := range units {
+		if d%u.unit == 0 {
+			if n := d / u.unit; n != 1 {
+				return fmt.Sprintf("%d * %s", n, u.name)
+			}
+			return u.name
+		}
+	}
+	panic("unreachable")
+}
+
+// shortDuration is d.String() without zero trailing units: "1m", not "1m0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func floatLit(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// wrap breaks a line of prose at about 76 columns. Lines that start with
+// white space (preformatted text in a description) are kept as they are.
+func wrap(line string) []string {
+	const width = 76
+	line = strings.TrimRight(line, " \t")
+	if line == "" || line[0] == ' ' || line[0] == '\t' {
+		return []string{line}
+	}
+	var out []string
+	cur := ""
+	for _, w := range strings.Fields(line) {
+		switch {
+		case cur == "":
+			cur = w
+		case len(cur)+1+len(w) > width:
+			out = append(out, cur)
+			cur = w
+		default:
+			cur += " " + w
+		}
+	}
+	return append(out, cur)
+}
+
+func joinAnd(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return xs[0]
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " and " + xs[len(xs)-1]
+}
+
+// lowerInitial lower-cases the leading capitals of a Go name the way Go code
+// does: "Table" → "table", "HTTPRoute" → "httpRoute", "ID" → "id".
+func lowerInitial(s string) string {
+	n := 0
+	for n < len(s) && 'A' <= s[n] && s[n] <= 'Z' {
+		n++
+	}
+	switch {
+	case n == len(s):
+		return strings.ToLower(s)
+	case n > 1 && 'a' <= s[n] && s[n] <= 'z':
+		n-- // the last capital starts the next word
+	}
+	return strings.ToLower(s[:n]) + s[n:]
+}
+
+// namer hands out identifiers that are not taken and are not keywords, by
+// adding "_" to a wanted name until it is free.
+type namer struct {
+	parent *namer // names taken there are taken here too
+	taken  map[string]bool
+}
+
+func newNamer(taken ...string) *namer {
+	n := &namer{taken: map[string]bool{}}
+	n.take(taken...)
+	return n
+}
+
+func (n *namer) take(names ...string) {
+	for _, x := range names {
+		n.taken[x] = true
+	}
+}
+
+// child is a namer that sees n's names, and takes new ones for itself only.
+func (n *namer) child() *namer {
+	c := newNamer()
+	c.parent = n
+	return c
+}
+
+func (n *namer) isTaken(name string) bool {
+	for ; n != nil; n = n.parent {
+		if n.taken[name] {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *namer) fresh(want string) string {
+	for n.isTaken(want) || token.IsKeyword(want) {
+		want += "_"
+	}
+	n.taken[want] = true
+	return want
+}
+
+// predeclared are Go's universe-scope identifiers. A parameter does not get
+// one of these names, so the generated bodies can use them and read plainly.
+var predeclared = []string{
+	"any", "bool", "byte", "comparable", "complex64", "complex128", "error", "float32", "float64",
+	"int", "int8", "int16", "int32", "int64", "rune", "string", "uint", "uint8", "uint16", "uint32",
+	"uint64", "uintptr", "true", "false", "iota", "nil", "append", "cap", "clear", "close", "complex",
+	"copy", "delete", "imag", "len", "make", "max", "min", "new", "panic", "print", "println", "real",
+	"recover",
+}

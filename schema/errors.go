@@ -1,0 +1,74 @@
+package schema
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Pos is a position in the schema file: 1-based line and column, as yaml.v3
+// counts them (the column counts characters, not bytes).
+type Pos struct {
+	Line, Col int
+}
+
+// Error is one problem found in a schema file, at a position.
+type Error struct {
+	File string // the file name as given to Parse or Load
+	Pos
+	Msg string // what is wrong and what would be right
+}
+
+// Error formats the problem as "file:line:col: message", the form editors and
+// terminals turn into links.
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// Errors is every problem found in one schema file, sorted by position. Parse
+// and Load return an Errors (never an empty one) when the file is invalid.
+type Errors []*Error
+
+// Error joins the problems, one per line.
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// errorList collects problems while a file is checked.
+type errorList struct {
+	file string
+	errs Errors
+}
+
+func (l *errorList) add(pos Pos, format string, args ...any) {
+	if pos.Line < 1 {
+		pos.Line = 1
+	}
+	if pos.Col < 1 {
+		pos.Col = 1
+	}
+	l.errs = append(l.errs, &Error{File: l.file, Pos: pos, Msg: fmt.Sprintf(format, args...)})
+}
+
+// result sorts the problems by position, keeping the order in which problems
+// at one position were found, and returns nil when there are none.
+func (l *errorList) result() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(l.errs, func(i, j int) bool {
+		a, b := l.errs[i].Pos, l.errs[j].Pos
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+	return l.errs
+}

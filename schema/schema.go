@@ -1,0 +1,152 @@
+package schema
+
+import (
+	_ "embed"
+	"os"
+	"time"
+)
+
+// Version is the only schema version this package reads (the file's "version").
+const Version = 1
+
+// DefaultPrefix is the key prefix when the file sets none.
+const DefaultPrefix = "lock:"
+
+// MaxPatternLen bounds a pattern's length in bytes; longer patterns are rejected.
+const MaxPatternLen = 256
+
+// JSONSchema is the JSON Schema (draft-07) of lockkit.yaml, for editors: point a
+// "# yaml-language-server: $schema=" modeline at schema/lockkit.schema.json.
+//
+//go:embed lockkit.schema.json
+var JSONSchema []byte
+
+// File is a valid, fully resolved lockkit.yaml: defaults are applied to every
+// domain, names are derived, and every check has passed.
+type File struct {
+	Path    string    // the file name as given to Parse or Load
+	Version int       // always Version
+	Package string    // Go package name of the generated file
+	Prefix  string    // key prefix, never empty (DefaultPrefix when not set)
+	Domains []*Domain // in file order
+}
+
+// Domain is one lock domain: a key pattern and the policy of its locks.
+type Domain struct {
+	Name        string    // low-cardinality name, [a-z][a-z0-9_]*: "user_digest"
+	GoName      string    // exported Go name: "UserDigest"
+	Pattern     string    // as written: "user:{id:int64}:digest"
+	Segments    []Segment // the pattern, parsed
+	Description string    // free text, may hold several lines; "" when not given
+	TTL         time.Duration
+	Renew       time.Duration // 0: the runtime's default (TTL/3); < 0: never renew ("none")
+	Retry       Retry
+	Fencing     bool
+	Pos         Pos // where the domain's entry starts (its first key)
+	PatternPos  Pos // where its pattern value starts
+}
+
+// Params returns the domain's parameters in pattern order.
+func (d *Domain) Params() []Segment {
+	var ps []Segment
+	for _, s := range d.Segments {
+		if s.IsParam() {
+			ps = append(ps, s)
+		}
+	}
+	return ps
+}
+
+// Segment is one piece of a pattern: a literal, or a typed parameter.
+type Segment struct {
+	Literal string    // the literal text, when Param is ""
+	Param   string    // the parameter's name, "" for a literal
+	Type    ParamType // the parameter's type
+}
+
+// IsParam reports whether the segment is a parameter.
+func (s Segment) IsParam() bool { return s.Param != "" }
+
+// ParamType is the type of a pattern parameter, as written after the colon
+// in "{id:int64}". A parameter without a type is a string.
+type ParamType string
+
+// The parameter types.
+const (
+	TypeString ParamType = "string"
+	TypeInt    ParamType = "int"
+	TypeInt32  ParamType = "int32"
+	TypeInt64  ParamType = "int64"
+	TypeUint   ParamType = "uint"
+	TypeUint32 ParamType = "uint32"
+	TypeUint64 ParamType = "uint64"
+)
+
+// ParamTypes lists every parameter type, in the order messages show them.
+var ParamTypes = []ParamType{TypeString, TypeInt, TypeInt32, TypeInt64, TypeUint, TypeUint32, TypeUint64}
+
+// Encoding is how a parameter of a type is written into a key.
+type Encoding int
+
+// The encodings.
+const (
+	// EncString: escaped so that it never contains ':', '{' or '}'; may be empty.
+	EncString Encoding = iota
+	// EncInt: signed decimal, -?[0-9]+.
+	EncInt
+	// EncUint: unsigned decimal, [0-9]+.
+	EncUint
+)
+
+// Encoding returns how parameters of type t are written into keys.
+func (t ParamType) Encoding() Encoding {
+	switch t {
+	case TypeInt, TypeInt32, TypeInt64:
+		return EncInt
+	case TypeUint, TypeUint32, TypeUint64:
+		return EncUint
+	}
+	return EncString
+}
+
+func (t ParamType) valid() bool {
+	for _, v := range ParamTypes {
+		if t == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Retry is a domain's acquire retry policy. Attempts is the total number of
+// attempts including the first; 1 means a single attempt ("retry: none"),
+// and then the other fields are zero.
+type Retry struct {
+	Attempts   int
+	Initial    time.Duration // first backoff
+	Max        time.Duration // cap on one backoff
+	Multiplier float64       // backoff growth, >= 1
+	Jitter     float64       // randomization factor in [0, 1]
+	MaxWait    time.Duration // bound on the total time spent acquiring; 0: none
+}
+
+// None reports whether the policy is a single attempt.
+func (r Retry) None() bool { return r.Attempts <= 1 }
+
+// Built-in values of retry fields that neither the domain nor the defaults set.
+const (
+	DefaultRetryInitial    = 50 * time.Millisecond
+	DefaultRetryMax        = time.Second
+	DefaultRetryMultiplier = 2.0
+	DefaultRetryJitter     = 0.5
+)
+
+// Load reads and parses the schema file at path. A read failure is returned
+// as is; problems in the file as Errors.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, data)
+}
