@@ -1,0 +1,148 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// TestCatalogMatchesEmitted runs every path and checks, both ways, that what is
+// emitted is exactly what Catalog lists: span name patterns, events, attribute keys,
+// metric names, units and instruments.
+func TestCatalogMatchesEmitted(t *testing.T) {
+	r := newRig(t, Options{})
+	ctx := context.Background()
+	dom := r.in.Domain("table")
+	errBoom := errors.New("boom")
+
+	// A hold that retries, is acquired, renews, is lost, and finds the key gone.
+	hctx, hold := dom.StartHold(ctx, testKey)
+	actx := hold.StartAcquire(hctx)
+	hold.Retry(1, time.Millisecond, OutcomeContended)
+	BreakerChanged(actx, "node-1", "closed", "open") // the attempt tripped a breaker
+	hold.EndAcquire(AcquireResult{Outcome: OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
+	_, rn := hold.StartRenew(ctx)
+	rn.End(OutcomeRefused, errBoom)
+	hold.Lost(LostRefused, errBoom)
+	_, rel := hold.StartRelease(hctx)
+	rel.End(OutcomeExpired, errBoom)
+	hold.End(OutcomeLost, errBoom)
+	// Acquisitions that time out and run out of attempts.
+	for _, o := range []Outcome{OutcomeTimeout, OutcomeExhausted} {
+		hctx, hold := dom.StartHold(ctx, testKey)
+		hold.StartAcquire(hctx)
+		hold.EndAcquire(AcquireResult{Outcome: o, Attempts: 5, Contended: true})
+		hold.End(o, nil)
+	}
+	r.in.BreakerState(ctx, "node-1", BreakerOpen)
+
+	type named struct {
+		kind            Kind
+		name, typ, unit string
+	}
+	emitted := map[named]bool{}
+	addAttrs := func(kvs []attribute.KeyValue) {
+		for _, kv := range kvs {
+			typ := map[attribute.Type]string{attribute.STRING: "string", attribute.INT64: "int", attribute.FLOAT64: "double"}[kv.Value.Type()]
+			emitted[named{KindAttribute, string(kv.Key), typ, ""}] = true
+		}
+	}
+	for _, s := range r.spans.GetSpans() {
+		name, ok := strings.CutSuffix(s.Name, " table")
+		if !ok {
+			t.Errorf("span name %q does not end with the domain", s.Name)
+		}
+		emitted[named{KindSpan, name + " {domain}", "", ""}] = true
+		addAttrs(s.Attributes)
+		for _, e := range s.Events {
+			emitted[named{KindEvent, e.Name, "", ""}] = true
+			addAttrs(e.Attributes)
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			var typ string
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				typ = "histogram"
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			case metricdata.Histogram[int64]:
+				typ = "histogram"
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			case metricdata.Sum[int64]:
+				typ = "counter"
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			case metricdata.Gauge[int64]:
+				typ = "gauge"
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			}
+			emitted[named{KindMetric, m.Name, typ, m.Unit}] = true
+			for _, s := range sets {
+				addAttrs(s.ToSlice())
+			}
+		}
+	}
+
+	listed := map[named]bool{}
+	for _, e := range Catalog() {
+		n := named{e.Kind, e.Name, e.Type, e.Unit}
+		if listed[n] {
+			t.Errorf("catalog lists %v twice", n)
+		}
+		listed[n] = true
+		if e.Description == "" {
+			t.Errorf("catalog entry %v has no description", n)
+		}
+	}
+	for n := range emitted {
+		if !listed[n] {
+			t.Errorf("emitted but not in Catalog: %+v", n)
+		}
+	}
+	for n := range listed {
+		if !emitted[n] {
+			t.Errorf("in Catalog but never emitted: %+v", n)
+		}
+	}
+}
+
+func TestCatalogValues(t *testing.T) {
+	var outcomes []string
+	for o := range numOutcomes {
+		outcomes = append(outcomes, o.String())
+	}
+	for _, e := range Catalog() {
+		switch e.Name {
+		case string(AttrOutcome):
+			if !slices.Equal(e.Values, outcomes) {
+				t.Errorf("outcome values %v, want %v", e.Values, outcomes)
+			}
+		case string(AttrLostCause):
+			if !slices.Equal(e.Values, []string{"refused", "deadline"}) {
+				t.Errorf("lost cause values %v", e.Values)
+			}
+		}
+		if e.Kind != KindSpan && e.Kind != KindEvent && !strings.HasPrefix(e.Name, "lockkit.") && e.Name != "error.type" {
+			t.Errorf("%s: name outside the lockkit namespace", e.Name)
+		}
+	}
+}

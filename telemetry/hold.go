@@ -1,0 +1,318 @@
+package telemetry
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// noopSpan stands in for spans when tracing is off; boxed once, so using it never
+// allocates.
+var noopSpan trace.Span = tracenoop.Span{}
+
+// Hold is the telemetry of one hold of one lock: the hold span and its acquire,
+// renew and release children, and the metrics they record. Domain.StartHold returns
+// it; a nil *Hold (what StartHold returns when telemetry is off) is valid and every
+// method on it returns at once.
+//
+// Call order: StartHold, StartAcquire, Retry (any number), EndAcquire, then, if
+// acquired, StartRenew/Renewal.End (any number, from the renewal goroutine), Lost
+// (at most once), StartRelease/Release.End, and last End. StartRenew, Lost and End
+// may run concurrently with each other once EndAcquire has returned.
+type Hold struct {
+	d      *Domain
+	tracer trace.Tracer // nil when not tracing
+	m      *meters      // nil when no metric records
+	span   trace.Span   // the hold span; noopSpan when not tracing
+	keyKV  attribute.KeyValue
+	hasKey bool
+
+	acquireSpan  trace.Span
+	acquireStart time.Time
+
+	// Set by EndAcquire, read-only afterwards.
+	acquired  bool
+	heldSince time.Time
+}
+
+// StartHold starts the hold span, named "lockkit.hold <domain>", as a child of the
+// span in ctx, and returns a ctx carrying it: run the caller's function with that
+// ctx so its spans nest under the lock. When telemetry is off it returns ctx itself
+// and a nil *Hold, allocating nothing.
+func (d *Domain) StartHold(ctx context.Context, key string) (context.Context, *Hold) {
+	if d == nil {
+		return ctx, nil
+	}
+	in := d.in
+	tracer := in.tracer()
+	m := in.meters()
+	if m != nil && !m.holdMetricsOn(ctx) {
+		m = nil
+	}
+	if tracer == nil && m == nil {
+		return ctx, nil
+	}
+	h := &Hold{d: d, tracer: tracer, m: m, span: noopSpan, acquireSpan: noopSpan}
+	if tracer != nil {
+		ctx, h.span = tracer.Start(ctx, d.holdName, trace.WithSpanKind(trace.SpanKindInternal))
+		if h.span.IsRecording() {
+			h.keyKV, h.hasKey = in.keyAttr(key)
+			h.setIdentity(h.span)
+		}
+	}
+	return ctx, h
+}
+
+// StartAcquire starts the acquire span, "lockkit.acquire <domain>", as a child of
+// the hold span, and returns a ctx carrying it for the acquire's Redis calls.
+func (h *Hold) StartAcquire(ctx context.Context) context.Context {
+	if h == nil {
+		return ctx
+	}
+	if h.tracer != nil {
+		ctx, h.acquireSpan = h.startChild(ctx, h.d.acquireName)
+	}
+	h.acquireStart = time.Now()
+	return ctx
+}
+
+// Retry adds a lockkit.retry event to the acquire span: attempt (from 1) failed with
+// reason (usually OutcomeContended) and the next attempt follows after backoff.
+func (h *Hold) Retry(attempt int, backoff time.Duration, reason Outcome) {
+	if h == nil || !h.acquireSpan.IsRecording() {
+		return
+	}
+	h.acquireSpan.AddEvent(EventRetry, trace.WithAttributes(
+		AttrRetryAttempt.Int(attempt),
+		AttrRetryBackoff.Float64(backoff.Seconds()),
+		outcomeAttrs[reason.valid()],
+	))
+}
+
+// AcquireResult describes how an acquisition ended, for Hold.EndAcquire.
+type AcquireResult struct {
+	// Outcome is OutcomeAcquired, or why not: OutcomeContended (single attempt),
+	// OutcomeExhausted, OutcomeTimeout, OutcomeCanceled, OutcomeUnavailable,
+	// OutcomeBreakerOpen, OutcomeClosed, OutcomeError.
+	Outcome Outcome
+	// Attempts is the number of attempts made, at least 1 once one was sent.
+	Attempts int
+	// Contended reports whether the first attempt found the lock held: the caller
+	// had to wait (Do) or was turned away (TryDo). It feeds the contention rate.
+	Contended bool
+	// Fence is the lease's fencing number; 0 when the domain does not fence.
+	Fence int64
+	// Err is the error returned to the caller, if any; its message is used only as
+	// the status description of a failure, and only with KeyRaw.
+	Err error
+}
+
+// EndAcquire ends the acquire span and records the acquisition metrics. With
+// OutcomeAcquired the hold begins: hold time is measured from here. On a timeout or
+// exhausted attempts it adds the matching event to the acquire span.
+func (h *Hold) EndAcquire(r AcquireResult) {
+	if h == nil {
+		return
+	}
+	now := time.Now()
+	o := r.Outcome.valid()
+	d := h.d
+	wait := now.Sub(h.acquireStart)
+	if h.acquireStart.IsZero() {
+		wait = 0
+	}
+
+	if m := h.m; m != nil {
+		ctx := context.Background()
+		m.acquireDuration.Record(ctx, wait.Seconds(), d.recordByOutcome[o]...)
+		if r.Attempts > 0 {
+			m.acquireAttempts.Record(ctx, int64(r.Attempts), d.recordByOutcome[o]...)
+		}
+		if r.Contended {
+			m.acquireContended.Add(ctx, 1, d.addByOutcome[o]...)
+		}
+	}
+	if o == OutcomeAcquired {
+		h.acquired = true
+		h.heldSince = now
+	}
+
+	if s := h.acquireSpan; s.IsRecording() {
+		waitKV := AttrAcquireWait.Float64(wait.Seconds())
+		attemptsKV := AttrAttempts.Int(r.Attempts)
+		s.SetAttributes(outcomeAttrs[o], attemptsKV, waitKV)
+		if r.Fence != 0 {
+			s.SetAttributes(AttrFence.Int64(r.Fence))
+		}
+		switch o {
+		case OutcomeTimeout:
+			s.AddEvent(EventAcquireTimeout, trace.WithAttributes(attemptsKV, waitKV))
+		case OutcomeExhausted:
+			s.AddEvent(EventAcquireExhausted, trace.WithAttributes(attemptsKV, waitKV))
+		}
+		h.setStatus(s, o, r.Err)
+	}
+	if h.tracer != nil {
+		h.acquireSpan.End(trace.WithTimestamp(now))
+	}
+	if o == OutcomeAcquired && r.Fence != 0 && h.span.IsRecording() {
+		h.span.SetAttributes(AttrFence.Int64(r.Fence))
+	}
+}
+
+// Lost records that the lease was lost while held: a lockkit.lease.lost event on the
+// hold span and the lockkit.leases.lost counter. Call it once, when the lease's ctx
+// is cancelled with ErrLockLost; end the hold later with OutcomeLost.
+func (h *Hold) Lost(cause LostCause, err error) {
+	if h == nil {
+		return
+	}
+	c := cause.valid()
+	if h.m != nil {
+		h.m.leasesLost.Add(context.Background(), 1, h.d.addByCause[c]...)
+	}
+	if h.span.IsRecording() {
+		h.span.SetAttributes(lostCauseAttrs[c])
+		h.span.AddEvent(EventLeaseLost, trace.WithAttributes(lostCauseAttrs[c]))
+	}
+}
+
+// End ends the hold span and, if the lock was acquired, records the hold time.
+// outcome is how the hold ended: OutcomeReleased, OutcomeExpired, OutcomeLost, a
+// release failure, or, when the lock was never acquired, the acquire's outcome. err
+// is the error returned to the caller, for the status description (KeyRaw only).
+// The caller's own function error does not belong here: lockkit does not judge it.
+func (h *Hold) End(outcome Outcome, err error) {
+	if h == nil {
+		return
+	}
+	now := time.Now()
+	o := outcome.valid()
+	if h.acquired && h.m != nil {
+		h.m.holdDuration.Record(context.Background(), now.Sub(h.heldSince).Seconds(), h.d.recordByOutcome[o]...)
+	}
+	if s := h.span; s.IsRecording() {
+		s.SetAttributes(outcomeAttrs[o])
+		h.setStatus(s, o, err)
+	}
+	if h.tracer != nil {
+		h.span.End(trace.WithTimestamp(now))
+	}
+}
+
+// Renewal is the telemetry of one extend, returned by Hold.StartRenew. The zero
+// Renewal is valid and records nothing.
+type Renewal struct {
+	h    *Hold
+	span trace.Span
+}
+
+// StartRenew starts a renew span, "lockkit.renew <domain>", as a child of the hold
+// span whatever span ctx carries (the renewal goroutine's ctx has none), and returns
+// a ctx carrying it for the extend's Redis call.
+func (h *Hold) StartRenew(ctx context.Context) (context.Context, Renewal) {
+	if h == nil {
+		return ctx, Renewal{}
+	}
+	r := Renewal{h: h, span: noopSpan}
+	if h.tracer != nil {
+		ctx, r.span = h.startChild(ctx, h.d.renewName)
+	}
+	return ctx, r
+}
+
+// End ends the renew span and counts the renewal: OutcomeOK, or OutcomeRefused (the
+// key is no longer ours), OutcomeUnavailable, OutcomeBreakerOpen, OutcomeCanceled,
+// OutcomeClosed, OutcomeError.
+func (r Renewal) End(outcome Outcome, err error) {
+	if r.h == nil {
+		return
+	}
+	o := outcome.valid()
+	if r.h.m != nil {
+		r.h.m.renewals.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
+	}
+	if r.span.IsRecording() {
+		r.span.SetAttributes(outcomeAttrs[o])
+		r.h.setStatus(r.span, o, err)
+	}
+	r.span.End()
+}
+
+// Release is the telemetry of one release, returned by Hold.StartRelease. The zero
+// Release is valid and records nothing.
+type Release struct {
+	h    *Hold
+	span trace.Span
+}
+
+// StartRelease starts the release span, "lockkit.release <domain>", as a child of
+// the hold span, and returns a ctx carrying it for the release's Redis call.
+func (h *Hold) StartRelease(ctx context.Context) (context.Context, Release) {
+	if h == nil {
+		return ctx, Release{}
+	}
+	r := Release{h: h, span: noopSpan}
+	if h.tracer != nil {
+		ctx, r.span = h.startChild(ctx, h.d.releaseName)
+	}
+	return ctx, r
+}
+
+// End ends the release span and counts the release: OutcomeReleased, OutcomeExpired
+// (ErrNotHeld: the key was no longer ours), or a failure (OutcomeUnavailable,
+// OutcomeBreakerOpen, OutcomeCanceled, OutcomeClosed, OutcomeError).
+func (r Release) End(outcome Outcome, err error) {
+	if r.h == nil {
+		return
+	}
+	o := outcome.valid()
+	if r.h.m != nil {
+		r.h.m.releases.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
+	}
+	if r.span.IsRecording() {
+		r.span.SetAttributes(outcomeAttrs[o])
+		r.h.setStatus(r.span, o, err)
+	}
+	r.span.End()
+}
+
+// startChild starts a child span of the hold span, whatever span ctx carries, and
+// sets the domain and key attributes on it when it records.
+func (h *Hold) startChild(ctx context.Context, name string) (context.Context, trace.Span) {
+	if trace.SpanContextFromContext(ctx).SpanID() != h.span.SpanContext().SpanID() {
+		ctx = trace.ContextWithSpan(ctx, h.span)
+	}
+	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
+	if s.IsRecording() {
+		h.setIdentity(s)
+	}
+	return ctx, s
+}
+
+// setIdentity sets the domain and, unless omitted, key attributes.
+func (h *Hold) setIdentity(s trace.Span) {
+	if h.hasKey {
+		s.SetAttributes(h.d.domainAttr, h.keyKV)
+	} else {
+		s.SetAttributes(h.d.domainAttr)
+	}
+}
+
+// setStatus marks a failure: Error status and error.type. The description is the
+// error's message with KeyRaw (it may quote the key), the outcome's name otherwise.
+func (h *Hold) setStatus(s trace.Span, o Outcome, err error) {
+	if !o.Failure() {
+		return
+	}
+	s.SetAttributes(errorTypeAttrs[o])
+	desc := o.String()
+	if err != nil && h.d.in.keyMode == KeyRaw {
+		desc = err.Error()
+	}
+	s.SetStatus(codes.Error, desc)
+}

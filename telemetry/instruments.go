@@ -1,0 +1,374 @@
+package telemetry
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// Options configures Instruments. The zero value uses the global providers and
+// records keys raw.
+type Options struct {
+	// TracerProvider creates lockkit's tracer. Nil means the global provider,
+	// looked up at each hold, so a provider installed later (otel.SetTracerProvider,
+	// Setup), or replaced, is followed.
+	TracerProvider trace.TracerProvider
+	// MeterProvider creates lockkit's instruments. Nil means the global provider,
+	// followed the same way.
+	MeterProvider metric.MeterProvider
+	// KeyMode says how lock keys are recorded on spans: raw (default), hashed or
+	// omitted.
+	KeyMode KeyMode
+	// KeyHashSecret keys the hash of KeyHashed: with a secret the hash is
+	// HMAC-SHA-256 and cannot be reversed by hashing guessed keys. Nil means plain
+	// SHA-256.
+	KeyHashSecret []byte
+}
+
+// Instruments holds lockkit's tracer and metric instruments. Create one per lockkit
+// client with New; it is safe for concurrent use. A nil *Instruments is valid and
+// records nothing.
+type Instruments struct {
+	keyMode   KeyMode
+	keySecret []byte
+
+	// An explicit Options.TracerProvider: its tracer, nil when it is a no-op one.
+	fixedTracer       trace.Tracer
+	followGlobalTrace bool
+	globalTracer      atomic.Pointer[tracerOf] // the tracer of the current global provider
+
+	// An explicit Options.MeterProvider: its instruments, nil when it is a no-op one.
+	fixedMeters        *meters
+	followGlobalMeters bool
+	globalMeters       atomic.Pointer[meters] // the instruments of the current global provider
+}
+
+// tracerOf is a provider's lockkit tracer.
+type tracerOf struct {
+	provider trace.TracerProvider
+	tracer   trace.Tracer
+}
+
+// meters is lockkit's set of metric instruments from one meter provider.
+type meters struct {
+	provider metric.MeterProvider
+
+	acquireDuration  metric.Float64Histogram
+	acquireAttempts  metric.Int64Histogram
+	acquireContended metric.Int64Counter
+	holdDuration     metric.Float64Histogram
+	renewals         metric.Int64Counter
+	leasesLost       metric.Int64Counter
+	releases         metric.Int64Counter
+	breakerState     metric.Int64Gauge
+}
+
+// Histogram bucket boundaries, in the instruments' units. Acquisitions are
+// milliseconds when free and up to the domain's max wait when contended; holds run
+// from milliseconds to minutes.
+var (
+	acquireDurationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
+	acquireAttemptBuckets  = []float64{1, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50}
+	holdDurationBuckets    = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
+)
+
+// New creates lockkit's tracer and metric instruments, once. It never returns a
+// nil *Instruments: when an instrument cannot be created, the error is returned and
+// that instrument records nothing, the rest work. (Instruments created later for a
+// newly installed global meter provider report such errors to otel.Handle.)
+func New(o Options) (*Instruments, error) {
+	in := &Instruments{keyMode: o.KeyMode, keySecret: bytes.Clone(o.KeyHashSecret)}
+
+	if tp := o.TracerProvider; tp == nil {
+		in.followGlobalTrace = true
+		if tp := otel.GetTracerProvider(); tp != defaultGlobalTracerProvider {
+			in.globalTracer.Store(&tracerOf{provider: tp, tracer: newTracer(tp)})
+		}
+	} else if !isNoopTracerProvider(tp) {
+		in.fixedTracer = newTracer(tp)
+	}
+
+	var err error
+	if mp := o.MeterProvider; mp == nil {
+		in.followGlobalMeters = true
+		if mp := otel.GetMeterProvider(); mp != defaultGlobalMeterProvider {
+			var m *meters
+			m, err = newMeters(mp)
+			in.globalMeters.Store(m)
+		}
+	} else if !isNoopMeterProvider(mp) {
+		in.fixedMeters, err = newMeters(mp)
+	}
+	return in, err
+}
+
+func newTracer(tp trace.TracerProvider) trace.Tracer {
+	return tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL))
+}
+
+// newMeters creates every instrument from mp.
+func newMeters(mp metric.MeterProvider) (*meters, error) {
+	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))
+	ms := &meters{provider: mp}
+	var errs []error
+	h, err := m.Float64Histogram(MetricAcquireDuration, metric.WithUnit(unitSeconds),
+		metric.WithDescription("Time lockkit acquisitions took, attempts and backoffs included."),
+		metric.WithExplicitBucketBoundaries(acquireDurationBuckets...))
+	ms.acquireDuration = instrument[metric.Float64Histogram](h, err, &errs, metricnoop.Float64Histogram{})
+
+	ih, err := m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit(unitAttempt),
+		metric.WithDescription("Attempts per lockkit acquisition."),
+		metric.WithExplicitBucketBoundaries(acquireAttemptBuckets...))
+	ms.acquireAttempts = instrument[metric.Int64Histogram](ih, err, &errs, metricnoop.Int64Histogram{})
+
+	c, err := m.Int64Counter(MetricAcquireContended, metric.WithUnit(unitAcquire),
+		metric.WithDescription("Lockkit acquisitions whose first attempt found the lock held."))
+	ms.acquireContended = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
+
+	h, err = m.Float64Histogram(MetricHoldDuration, metric.WithUnit(unitSeconds),
+		metric.WithDescription("Time lockkit leases were held, from acquisition to the end of the hold."),
+		metric.WithExplicitBucketBoundaries(holdDurationBuckets...))
+	ms.holdDuration = instrument[metric.Float64Histogram](h, err, &errs, metricnoop.Float64Histogram{})
+
+	c, err = m.Int64Counter(MetricRenewals, metric.WithUnit(unitRenewal),
+		metric.WithDescription("Lockkit lease extends, by outcome."))
+	ms.renewals = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
+
+	c, err = m.Int64Counter(MetricLeasesLost, metric.WithUnit(unitLease),
+		metric.WithDescription("Lockkit leases lost while held, by cause."))
+	ms.leasesLost = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
+
+	c, err = m.Int64Counter(MetricReleases, metric.WithUnit(unitRelease),
+		metric.WithDescription("Lockkit releases, by outcome."))
+	ms.releases = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
+
+	g, err := m.Int64Gauge(MetricBreakerState, metric.WithUnit(unitState),
+		metric.WithDescription("Lockkit circuit breaker state per backend node: 0 closed, 1 half-open, 2 open."))
+	ms.breakerState = instrument[metric.Int64Gauge](g, err, &errs, metricnoop.Int64Gauge{})
+
+	return ms, errors.Join(errs...)
+}
+
+// instrument keeps a created instrument, or falls back to the no-op one when the
+// provider returned none, collecting the creation error either way.
+func instrument[T any](inst T, err error, errs *[]error, noop T) T {
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	if any(inst) == nil {
+		return noop
+	}
+	return inst
+}
+
+// BreakerChanged adds a lockkit.breaker.change event to the span in ctx, the
+// operation whose outcome changed node's breaker from one state to another
+// (state names: closed, half-open, open). It does nothing when that span is not
+// recording.
+func BreakerChanged(ctx context.Context, node, from, to string) {
+	s := trace.SpanFromContext(ctx)
+	if !s.IsRecording() {
+		return
+	}
+	s.AddEvent(EventBreakerChange, trace.WithAttributes(AttrBreakerNode.String(node), AttrBreakerFrom.String(from), AttrBreakerTo.String(to)))
+}
+
+// tracer returns the tracer a new hold uses, or nil when tracing is off. Starting a
+// span through the global provider before one is installed allocates (a context
+// and a boxed non-recording span), so with the global provider still at its
+// default, or a no-op provider, lockkit does not call a tracer at all.
+func (in *Instruments) tracer() trace.Tracer {
+	if !in.followGlobalTrace {
+		return in.fixedTracer
+	}
+	tp := otel.GetTracerProvider()
+	if tp == defaultGlobalTracerProvider || isNoopTracerProvider(tp) {
+		return nil
+	}
+	if cur := in.globalTracer.Load(); cur != nil && sameProvider(cur.provider, tp) {
+		return cur.tracer
+	}
+	t := newTracer(tp) // a new global provider: follow it
+	in.globalTracer.Store(&tracerOf{provider: tp, tracer: t})
+	return t
+}
+
+// meters returns the instruments a new hold uses, or nil when metrics are off: the
+// global provider still at its default, or a no-op provider.
+func (in *Instruments) meters() *meters {
+	if !in.followGlobalMeters {
+		return in.fixedMeters
+	}
+	mp := otel.GetMeterProvider()
+	if mp == defaultGlobalMeterProvider || isNoopMeterProvider(mp) {
+		return nil
+	}
+	if cur := in.globalMeters.Load(); cur != nil && sameProvider(cur.provider, mp) {
+		return cur
+	}
+	m, err := newMeters(mp) // a new global provider: follow it
+	if err != nil {
+		otel.Handle(err)
+	}
+	in.globalMeters.Store(m)
+	return m
+}
+
+// holdMetricsOn reports whether any instrument of a hold records; a view may drop
+// some, a provider without readers all.
+func (m *meters) holdMetricsOn(ctx context.Context) bool {
+	return m.acquireDuration.Enabled(ctx) || m.acquireAttempts.Enabled(ctx) ||
+		m.acquireContended.Enabled(ctx) || m.holdDuration.Enabled(ctx) ||
+		m.renewals.Enabled(ctx) || m.leasesLost.Enabled(ctx) || m.releases.Enabled(ctx)
+}
+
+// sameProvider reports whether a and b are the same provider, without panicking on
+// a provider type that is not comparable (such a provider is treated as new every
+// time: correct, only slower).
+func sameProvider(a, b any) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta != nil && ta.Comparable() && a == b
+}
+
+// Domain returns the handle for one lock domain, with its span names and metric
+// attribute sets built once. Call it once per domain (when the runtime binds a
+// DomainSpec to its client) and keep it. A nil *Instruments returns a nil *Domain,
+// which is valid and records nothing.
+func (in *Instruments) Domain(name string) *Domain {
+	if in == nil {
+		return nil
+	}
+	d := &Domain{
+		in:          in,
+		name:        name,
+		holdName:    SpanHold + " " + name,
+		acquireName: SpanAcquire + " " + name,
+		renewName:   SpanRenew + " " + name,
+		releaseName: SpanRelease + " " + name,
+		domainAttr:  AttrDomain.String(name),
+	}
+	for o := range numOutcomes {
+		opt := metric.WithAttributeSet(attribute.NewSet(d.domainAttr, outcomeAttrs[o]))
+		d.addByOutcome[o] = []metric.AddOption{opt}
+		d.recordByOutcome[o] = []metric.RecordOption{opt}
+	}
+	for c := range numLostCauses {
+		opt := metric.WithAttributeSet(attribute.NewSet(d.domainAttr, lostCauseAttrs[c]))
+		d.addByCause[c] = []metric.AddOption{opt}
+	}
+	return d
+}
+
+// BreakerState records the circuit breaker state of one backend node: BreakerClosed,
+// BreakerHalfOpen or BreakerOpen (gobreaker's State values, as ints). Call it from
+// the breaker's OnStateChange, and once with BreakerClosed when a breaker is created.
+func (in *Instruments) BreakerState(ctx context.Context, node string, state int) {
+	if in == nil {
+		return
+	}
+	if m := in.meters(); m != nil && m.breakerState.Enabled(ctx) {
+		m.breakerState.Record(ctx, int64(state), metric.WithAttributes(AttrBreakerNode.String(node)))
+	}
+}
+
+// keyAttr returns the lockkit.key attribute for key per the key mode.
+func (in *Instruments) keyAttr(key string) (attribute.KeyValue, bool) {
+	switch in.keyMode {
+	case KeyRaw:
+		return AttrKey.String(key), true
+	case KeyHashed:
+		return AttrKey.String(HashKey(key, in.keySecret)), true
+	}
+	return attribute.KeyValue{}, false
+}
+
+// HashKey returns the lockkit.key value that KeyHashed records for key: the first
+// 16 bytes of HMAC-SHA-256(secret, key), or of SHA-256(key) when secret is empty,
+// in lower-case hex. Use it to find a key's spans in a tracing backend.
+func HashKey(key string, secret []byte) string {
+	var sum []byte
+	if len(secret) > 0 {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(key))
+		sum = mac.Sum(nil)
+	} else {
+		s := sha256.Sum256([]byte(key))
+		sum = s[:]
+	}
+	return hex.EncodeToString(sum[:16])
+}
+
+// defaultGlobalTracerProvider is the delegating provider that otel.GetTracerProvider
+// returns until otel.SetTracerProvider is called. It is recorded only if it really is
+// that (an otel-internal type): should otel change, lockkit merely loses the fast
+// path and starts non-recording spans, which stays correct.
+var defaultGlobalTracerProvider = func() trace.TracerProvider {
+	if tp := otel.GetTracerProvider(); isOTelGlobalDelegate(tp) {
+		return tp
+	}
+	return nil
+}()
+
+// defaultGlobalMeterProvider is the same for otel.GetMeterProvider.
+var defaultGlobalMeterProvider = func() metric.MeterProvider {
+	if mp := otel.GetMeterProvider(); isOTelGlobalDelegate(mp) {
+		return mp
+	}
+	return nil
+}()
+
+func isOTelGlobalDelegate(provider any) bool {
+	t := reflect.TypeOf(provider)
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().PkgPath() == "go.opentelemetry.io/otel/internal/global"
+}
+
+func isNoopMeterProvider(mp metric.MeterProvider) bool {
+	switch mp.(type) {
+	case metricnoop.MeterProvider, *metricnoop.MeterProvider:
+		return true
+	}
+	return false
+}
+
+func isNoopTracerProvider(tp trace.TracerProvider) bool {
+	switch tp.(type) {
+	case tracenoop.TracerProvider, *tracenoop.TracerProvider:
+		return true
+	}
+	return false
+}
+
+// Domain is the telemetry handle of one lock domain: its span names and the
+// attribute sets of its metrics, built once by Instruments.Domain. A nil *Domain is
+// valid and records nothing.
+type Domain struct {
+	in                                            *Instruments
+	name                                          string
+	holdName, acquireName, renewName, releaseName string
+	domainAttr                                    attribute.KeyValue
+
+	addByOutcome    [numOutcomes][]metric.AddOption
+	recordByOutcome [numOutcomes][]metric.RecordOption
+	addByCause      [numLostCauses][]metric.AddOption
+}
+
+// Name returns the domain's name.
+func (d *Domain) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}

@@ -1,0 +1,166 @@
+package telemetry
+
+import "go.opentelemetry.io/otel/attribute"
+
+// Outcome is how an acquire, renew, release or hold ended. It is recorded as the
+// lockkit.outcome attribute of spans and metrics. Each constant says which operations
+// use it and whether it is a failure (error span status and error.type).
+//
+// The zero Outcome is OutcomeError, so an outcome the caller forgot to set shows up
+// as a failure rather than as a success.
+type Outcome uint8
+
+// The outcomes.
+const (
+	// OutcomeError is any other failure (error.type "_OTHER"). Any operation.
+	OutcomeError Outcome = iota
+	// OutcomeAcquired: the lease was granted. Acquire.
+	OutcomeAcquired
+	// OutcomeContended: a single attempt (TryDo, TryAcquire) found the lock held.
+	// Acquire and hold. Not a failure: the caller asked whether it is free.
+	OutcomeContended
+	// OutcomeExhausted: the domain's max attempts were made and the lock was still
+	// held (ErrNotAcquired after retries). Acquire and hold. Failure.
+	OutcomeExhausted
+	// OutcomeTimeout: the domain's max wait or the caller's ctx deadline passed before
+	// the lock was acquired. Acquire and hold. Failure.
+	OutcomeTimeout
+	// OutcomeCanceled: the caller's ctx was canceled. Any operation. Not a failure:
+	// the caller gave up.
+	OutcomeCanceled
+	// OutcomeUnavailable: the backend failed (network, timeout, LOADING, READONLY,
+	// ...): ErrUnavailable. Any operation. Failure.
+	OutcomeUnavailable
+	// OutcomeBreakerOpen: the circuit breaker was open, no call was made. Any
+	// operation. Failure.
+	OutcomeBreakerOpen
+	// OutcomeClosed: the client was closed (ErrClosed). Any operation. Failure.
+	OutcomeClosed
+	// OutcomeOK: the lease was extended. Renew.
+	OutcomeOK
+	// OutcomeRefused: the extend was refused because the key is no longer ours; the
+	// lease is lost. Renew. Failure.
+	OutcomeRefused
+	// OutcomeReleased: the lease was released while still ours. Release and hold.
+	OutcomeReleased
+	// OutcomeExpired: at release the key was no longer ours (ErrNotHeld): the lease
+	// lapsed during the hold. Release and hold. Failure.
+	OutcomeExpired
+	// OutcomeLost: the lease was lost while held (ErrLockLost). Hold. Failure.
+	OutcomeLost
+
+	numOutcomes // keep last
+)
+
+var outcomeNames = [numOutcomes]string{
+	OutcomeError:       "error",
+	OutcomeAcquired:    "acquired",
+	OutcomeContended:   "contended",
+	OutcomeExhausted:   "exhausted",
+	OutcomeTimeout:     "timeout",
+	OutcomeCanceled:    "canceled",
+	OutcomeUnavailable: "unavailable",
+	OutcomeBreakerOpen: "breaker_open",
+	OutcomeClosed:      "closed",
+	OutcomeOK:          "ok",
+	OutcomeRefused:     "refused",
+	OutcomeReleased:    "released",
+	OutcomeExpired:     "expired",
+	OutcomeLost:        "lost",
+}
+
+// String returns the outcome's attribute value ("acquired", "breaker_open", ...).
+func (o Outcome) String() string { return outcomeNames[o.valid()] }
+
+// Failure reports whether the outcome is a real failure: one that sets the span
+// status to Error and the error.type attribute. Success, contention in a single
+// attempt, and caller cancellation are not failures.
+func (o Outcome) Failure() bool {
+	switch o.valid() {
+	case OutcomeAcquired, OutcomeContended, OutcomeCanceled, OutcomeOK, OutcomeReleased:
+		return false
+	}
+	return true
+}
+
+// ErrorType returns the error.type value of a failure: the outcome's name, or
+// "_OTHER" for OutcomeError; "" when the outcome is not a failure.
+func (o Outcome) ErrorType() string {
+	switch {
+	case !o.Failure():
+		return ""
+	case o.valid() == OutcomeError:
+		return errorTypeAny
+	}
+	return o.String()
+}
+
+// valid maps out-of-range values to OutcomeError, so a bad value never panics.
+func (o Outcome) valid() Outcome {
+	if o >= numOutcomes {
+		return OutcomeError
+	}
+	return o
+}
+
+// LostCause is why a held lease was lost, recorded as lockkit.lost.cause.
+type LostCause uint8
+
+// The causes of a lost lease.
+const (
+	// LostRefused: an extend was refused, the key had expired or belonged to another
+	// owner.
+	LostRefused LostCause = iota
+	// LostDeadline: the local validity deadline passed without a successful extend
+	// (backend unreachable, process paused).
+	LostDeadline
+
+	numLostCauses // keep last
+)
+
+var lostCauseNames = [numLostCauses]string{
+	LostRefused:  "refused",
+	LostDeadline: "deadline",
+}
+
+// String returns the cause's attribute value ("refused", "deadline").
+func (c LostCause) String() string { return lostCauseNames[c.valid()] }
+
+func (c LostCause) valid() LostCause {
+	if c >= numLostCauses {
+		return LostRefused
+	}
+	return c
+}
+
+// KeyMode says how a lock key is recorded in the lockkit.key span attribute.
+type KeyMode uint8
+
+// The key modes.
+const (
+	// KeyRaw records the key as it is. Error messages are used as span status
+	// descriptions only in this mode.
+	KeyRaw KeyMode = iota
+	// KeyHashed records HashKey(key, Options.KeyHashSecret): searchable, not readable.
+	// Use it when keys hold personal data.
+	KeyHashed
+	// KeyOmitted leaves the attribute out.
+	KeyOmitted
+)
+
+// Attribute values built once, indexed by outcome and cause.
+var (
+	outcomeAttrs   [numOutcomes]attribute.KeyValue
+	errorTypeAttrs [numOutcomes]attribute.KeyValue
+	lostCauseAttrs [numLostCauses]attribute.KeyValue
+)
+
+func init() {
+	for o := range numOutcomes {
+		outcomeAttrs[o] = AttrOutcome.String(o.String())
+		errorTypeAttrs[o] = AttrErrorType.String(o.ErrorType())
+	}
+	for c := range numLostCauses {
+		lostCauseAttrs[c] = AttrLostCause.String(c.String())
+	}
+}

@@ -1,0 +1,158 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+)
+
+// Setup configures OpenTelemetry export for an application (and lockkit's examples)
+// from the standard environment variables, and installs the result as the global
+// tracer provider, meter provider and propagator, which lockkit uses by default.
+//
+// Traces are exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, through a batch span processor; metrics
+// when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set,
+// through a periodic reader. The exporters read the rest of OTEL_EXPORTER_OTLP_*
+// themselves (headers, timeout, TLS, compression), the SDK reads OTEL_TRACES_SAMPLER,
+// OTEL_BSP_* and OTEL_METRIC_EXPORT_INTERVAL. OTEL_TRACES_EXPORTER or
+// OTEL_METRICS_EXPORTER set to "none" turns that signal off. Only the
+// http/protobuf protocol is supported: another OTEL_EXPORTER_OTLP_*PROTOCOL is an
+// error. The resource has service.name = serviceName, overridden by
+// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. The propagator is W3C trace
+// context and baggage.
+//
+// When no endpoint is set, or OTEL_SDK_DISABLED=true, Setup changes nothing (the
+// globals stay no-op, so lockkit's instrumentation costs next to nothing) and returns
+// a shutdown that does nothing; ExportConfigured tells the caller in advance, for
+// example to print a summary instead.
+//
+// The returned shutdown flushes pending spans and metrics and stops the exporters;
+// call it before the program exits, with a ctx bounding how long it may take.
+func Setup(ctx context.Context, serviceName string) (shutdown func(context.Context) error, err error) {
+	cfg, err := readEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.traces && !cfg.metrics {
+		return func(context.Context) error { return nil }, nil
+	}
+
+	opts := []resource.Option{resource.WithTelemetrySDK()}
+	if serviceName != "" {
+		opts = append(opts, resource.WithAttributes(semconv.ServiceName(serviceName)))
+	}
+	// Later detectors win: the environment overrides serviceName.
+	opts = append(opts, resource.WithFromEnv())
+	res, err := resource.New(ctx, opts...)
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	res, err = resource.Merge(resource.Default(), res)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+
+	var shutdowns []func(context.Context) error
+	shutdown = func(ctx context.Context) error {
+		var errs []error
+		for _, f := range shutdowns {
+			errs = append(errs, f(ctx))
+		}
+		return errors.Join(errs...)
+	}
+
+	var tp *sdktrace.TracerProvider
+	if cfg.traces {
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
+		}
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+		shutdowns = append(shutdowns, tp.Shutdown)
+	}
+	var mp *sdkmetric.MeterProvider
+	if cfg.metrics {
+		exp, err := otlpmetrichttp.New(ctx)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("telemetry: OTLP metric exporter: %w", err), shutdown(ctx))
+		}
+		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
+		shutdowns = append(shutdowns, mp.Shutdown)
+	}
+
+	// Install only once everything was created, so a failed Setup leaves the globals alone.
+	if tp != nil {
+		otel.SetTracerProvider(tp)
+	}
+	if mp != nil {
+		otel.SetMeterProvider(mp)
+	}
+	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	return shutdown, nil
+}
+
+// ExportConfigured reports whether Setup, in the current environment, would
+// configure any export (an OTLP endpoint is set and the SDK is not disabled). It
+// returns false, too, when the environment is invalid, for which Setup returns the
+// error.
+func ExportConfigured() bool {
+	cfg, err := readEnv(os.Getenv)
+	return err == nil && (cfg.traces || cfg.metrics)
+}
+
+type envConfig struct{ traces, metrics bool }
+
+func readEnv(getenv func(string) string) (envConfig, error) {
+	var cfg envConfig
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return cfg, nil
+	}
+	var err error
+	if cfg.traces, err = signalEnabled(getenv, "TRACES"); err != nil {
+		return cfg, err
+	}
+	if cfg.metrics, err = signalEnabled(getenv, "METRICS"); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// signalEnabled reads the variables of one signal (TRACES or METRICS).
+func signalEnabled(getenv func(string) string, signal string) (bool, error) {
+	endpoint := getenv("OTEL_EXPORTER_OTLP_" + signal + "_ENDPOINT")
+	if endpoint == "" {
+		endpoint = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	}
+	if endpoint == "" {
+		return false, nil
+	}
+	switch exporter := strings.TrimSpace(getenv("OTEL_" + signal + "_EXPORTER")); exporter {
+	case "", "otlp":
+	case "none":
+		return false, nil
+	default:
+		return false, fmt.Errorf("telemetry: OTEL_%s_EXPORTER=%q: only otlp and none are supported", signal, exporter)
+	}
+	name := "OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL"
+	protocol := getenv(name)
+	if protocol == "" {
+		name = "OTEL_EXPORTER_OTLP_PROTOCOL"
+		protocol = getenv(name)
+	}
+	if protocol != "" && protocol != "http/protobuf" {
+		return false, fmt.Errorf("telemetry: %s=%q: only http/protobuf is supported", name, protocol)
+	}
+	return true, nil
+}

@@ -1,0 +1,242 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestReadEnv(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		env             map[string]string
+		traces, metrics bool
+		err             string
+	}{
+		{name: "nothing set"},
+		{name: "common endpoint", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, traces: true, metrics: true},
+		{name: "traces endpoint only", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4318/v1/traces"}, traces: true},
+		{name: "metrics endpoint only", env: map[string]string{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:4318/v1/metrics"}, metrics: true},
+		{name: "metrics exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_METRICS_EXPORTER": "none"}, traces: true},
+		{name: "traces exporter none", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "none"}, metrics: true},
+		{name: "exporter otlp", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "otlp"}, traces: true, metrics: true},
+		{name: "sdk disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_SDK_DISABLED": "TRUE"}},
+		{name: "http/protobuf", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, traces: true, metrics: true},
+		{name: "grpc", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, err: `OTEL_EXPORTER_OTLP_PROTOCOL="grpc": only http/protobuf`},
+		{name: "signal protocol wins", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "http/protobuf"}, traces: true, metrics: true},
+		{name: "zipkin exporter", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x", "OTEL_TRACES_EXPORTER": "zipkin"}, err: `OTEL_TRACES_EXPORTER="zipkin"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := readEnv(func(k string) string { return tc.env[k] })
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.traces != tc.traces || cfg.metrics != tc.metrics {
+				t.Errorf("traces, metrics = %v, %v; want %v, %v", cfg.traces, cfg.metrics, tc.traces, tc.metrics)
+			}
+		})
+	}
+}
+
+func clearOTELEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "OTEL_") {
+			t.Setenv(k, "") // restored after the test
+			os.Unsetenv(k)
+		}
+	}
+}
+
+// TestSetupWithoutEndpoint: nothing configured, nothing changed.
+func TestSetupWithoutEndpoint(t *testing.T) {
+	clearOTELEnv(t)
+	tp, mp, prop := otel.GetTracerProvider(), otel.GetMeterProvider(), otel.GetTextMapPropagator()
+	if ExportConfigured() {
+		t.Error("ExportConfigured with no endpoint")
+	}
+	shutdown, err := Setup(context.Background(), "svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shutdown(context.Background()); err != nil {
+		t.Errorf("no-op shutdown: %v", err)
+	}
+	if otel.GetTracerProvider() != tp || otel.GetMeterProvider() != mp || otel.GetTextMapPropagator() != prop {
+		t.Error("Setup without an endpoint changed the global providers")
+	}
+}
+
+// TestSetupBadEnv: an unsupported protocol is an error, and the globals stay.
+func TestSetupBadEnv(t *testing.T) {
+	clearOTELEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+	tp := otel.GetTracerProvider()
+	if ExportConfigured() {
+		t.Error("ExportConfigured with an invalid environment")
+	}
+	if _, err := Setup(context.Background(), "svc"); err == nil {
+		t.Fatal("Setup accepted OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
+	}
+	if otel.GetTracerProvider() != tp {
+		t.Error("a failed Setup changed the global tracer provider")
+	}
+}
+
+// TestSetupExports runs Setup in a child process (it installs global providers, which
+// would leak into the other tests) against a fake OTLP/HTTP receiver, and checks
+// what arrives: the resource's service name, lockkit's spans and metrics.
+func TestSetupExports(t *testing.T) {
+	if os.Getenv(childEnv) == "TestSetupExports" {
+		setupChild(t)
+		return
+	}
+	for _, tc := range []struct {
+		name        string
+		env         []string
+		wantService string
+	}{
+		{"service name argument", nil, "setup-test"},
+		{"OTEL_SERVICE_NAME wins", []string{"OTEL_SERVICE_NAME=from-env"}, "from-env"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rx := &otlpReceiver{}
+			srv := httptest.NewServer(rx)
+			defer srv.Close()
+
+			inChild(t, "TestSetupExports", append(tc.env, "OTEL_EXPORTER_OTLP_ENDPOINT="+srv.URL)...)
+
+			rx.mu.Lock()
+			defer rx.mu.Unlock()
+			if !slices.Contains(rx.services, tc.wantService) || len(slices.Compact(slices.Clone(rx.services))) != 1 {
+				t.Errorf("service names %v, want only %q", rx.services, tc.wantService)
+			}
+			slices.Sort(rx.spans)
+			if want := []string{"lockkit.acquire table", "lockkit.hold table", "lockkit.release table", "lockkit.renew table"}; !slices.Equal(rx.spans, want) {
+				t.Errorf("spans %v, want %v", rx.spans, want)
+			}
+			for _, m := range []string{MetricAcquireDuration, MetricHoldDuration, MetricRenewals, MetricReleases} {
+				if !slices.Contains(rx.metrics, m) {
+					t.Errorf("metric %s not exported (got %v)", m, rx.metrics)
+				}
+			}
+			if rx.contentType != "application/x-protobuf" {
+				t.Errorf("content type %q", rx.contentType)
+			}
+		})
+	}
+}
+
+func setupChild(t *testing.T) {
+	// Instruments created before Setup must follow the providers it installs.
+	in, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ExportConfigured() {
+		t.Fatal("ExportConfigured = false with an endpoint set")
+	}
+	ctx := context.Background()
+	shutdown, err := Setup(ctx, "setup-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := otel.GetTracerProvider().(*sdktrace.TracerProvider); !ok {
+		t.Fatalf("global tracer provider is %T", otel.GetTracerProvider())
+	}
+	lifecycle(ctx, in.Domain("table"))
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := shutdown(ctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// otlpReceiver is a minimal OTLP/HTTP endpoint that records what it is sent.
+type otlpReceiver struct {
+	mu          sync.Mutex
+	services    []string
+	spans       []string
+	metrics     []string
+	contentType string
+}
+
+func (rx *otlpReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	rx.mu.Lock()
+	defer rx.mu.Unlock()
+	rx.contentType = r.Header.Get("Content-Type")
+	var resp proto.Message
+	switch r.URL.Path {
+	case "/v1/traces":
+		var req coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, rs := range req.ResourceSpans {
+			rx.services = append(rx.services, serviceName(rs.Resource))
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					rx.spans = append(rx.spans, s.Name)
+				}
+			}
+		}
+		resp = &coltracepb.ExportTraceServiceResponse{}
+	case "/v1/metrics":
+		var req colmetricpb.ExportMetricsServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		for _, rm := range req.ResourceMetrics {
+			rx.services = append(rx.services, serviceName(rm.Resource))
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					rx.metrics = append(rx.metrics, m.Name)
+				}
+			}
+		}
+		resp = &colmetricpb.ExportMetricsServiceResponse{}
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	b, _ := proto.Marshal(resp)
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	_, _ = w.Write(b)
+}
+
+func serviceName(r *resourcepb.Resource) string {
+	for _, kv := range r.GetAttributes() {
+		if kv.Key == "service.name" {
+			return kv.Value.GetStringValue()
+		}
+	}
+	return ""
+}
