@@ -77,6 +77,7 @@ type domainView struct {
 	Policy   []kv   // the Policy's fields before Retry
 	Retry    []kv   // the RetryPolicy's fields; none for a single attempt
 	Fencing  bool
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -155,6 +156,12 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 		}
 	}
 	dv.Fencing = d.Fencing
+	if d.Replicas > 0 {
+		dv.Replicas = []kv{{Key: "Replicas", Value: strconv.Itoa(d.Replicas)}}
+		if d.ReplicaTimeout > 0 {
+			dv.Replicas = append(dv.Replicas, kv{Key: "ReplicaTimeout", Value: durationExpr(d.ReplicaTimeout)})
+		}
+	}
 
 	// Parameters keep their schema names unless one would shadow a name the
 	// bodies use; then it gets a "_" suffix.
@@ -292,6 +299,16 @@ func policyText(d *schema.Domain) string {
 	}
 	if d.Fencing {
 		parts = append(parts, "fencing on (Lease.Fence)")
+	}
+	if d.Replicas > 0 {
+		noun, timeout := "replicas", d.ReplicaTimeout
+		if d.Replicas == 1 {
+			noun = "replica"
+		}
+		if timeout == 0 {
+			timeout = schema.DefaultReplicaTimeout
+		}
+		parts = append(parts, fmt.Sprintf("waits for %d %s (WAIT, up to %s)", d.Replicas, noun, shortDuration(timeout)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -19,16 +19,24 @@
 //	    jitter: 0.5            #   randomization, 0 to 1; default 0.5
 //	    max_wait: 5s           #   bound on the whole acquisition, 0s for none; default 0s
 //	  fencing: false           # issue fencing numbers; default false
+//	  replicas: 1              # replicas that must hold the lock (Redis WAIT) before
+//	                           #   a lease is granted, >= 0; default 0: do not wait
+//	  replica_timeout: 50ms    # bound on that wait: > 0, whole milliseconds, < ttl;
+//	                           #   only with replicas > 0; default 50ms
 //	domains:                   # required, at least one
 //	  - pattern: "table:{id}"  # required; literals and typed parameters
 //	    name: table            # [a-z][a-z0-9_]*; default: the pattern's literal words, joined by _
 //	    go_name: Table         # exported Go name; default: the CamelCase of name
 //	    description: A table being booked.  # the doc comment
-//	    ttl: 10s               # and renew, retry, fencing: as in defaults
+//	    ttl: 10s               # and renew, retry, fencing, replicas,
+//	                           #   replica_timeout: as in defaults
 //
 // A domain's retry mapping takes the fields it leaves out from defaults.retry
 // (then from the built-in values); retry: none on a domain means one attempt
-// whatever the defaults say.
+// whatever the defaults say. Likewise replicas: 0 on a domain means no wait
+// for replicas, whatever the defaults say (their replica_timeout then has no
+// effect); replica_timeout on a domain needs replicas > 0, its own or from
+// defaults.
 //
 // # Patterns
 //
@@ -44,9 +52,11 @@
 // Parsing is strict and reports every problem at once, each as
 // "file:line:col: message" (see Errors), saying what is wrong and what would
 // be right: unknown keys (with the valid ones), wrong types, missing or
-// unsupported version, bad durations and retry values, renew >= ttl, names and
-// Go names that are malformed, duplicated or collide with the generated code,
-// and malformed patterns.
+// unsupported version, bad durations and retry values, renew >= ttl,
+// negative replicas, replica_timeout without replicas or not shorter than ttl
+// (the default 50ms too, when replicas > 0), names and Go names that are
+// malformed, duplicated or collide with the generated code, and malformed
+// patterns.
 //
 // Keys are checked exactly, with automata (see overlap.go): within a pattern,
 // no key may split into parameter values in two ways ("{a}{b}", "{a}-{b}");

@@ -1,11 +1,13 @@
 package schema
 
 import (
+	"cmp"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzParse: no input makes Parse panic or hang; an accepted file satisfies
@@ -18,6 +20,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("version: 1\npackage: p\ndomains: [{pattern: \"a:{x}{y}\", ttl: 1s}, {pattern: \"a:{z:int}\", ttl: 0s}]\n"))
 	f.Add([]byte("version: 1\npackage: p\ndefaults: &d {ttl: 1s, retry: {attempts: 2}}\ndomains: [{pattern: *d}]\n"))
 	f.Add([]byte("version: 1\npackage: p\ndomains:\n- {pattern: 'x:{a}:{b:uint64}', renew: none, ttl: 2s, retry: {attempts: 3, jitter: 1, multiplier: 1.5}}\n- {pattern: 'x:{a}', ttl: 1s}\n"))
+	f.Add([]byte("version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 2, replica_timeout: 100ms}\ndomains:\n- {pattern: 'a:{x}', replicas: 0}\n- {pattern: 'b:{x:int}', replica_timeout: 20ms, ttl: 200ms}\n- {pattern: c, replicas: 1, ttl: 50ms, replica_timeout: 49ms}\n- {pattern: d, replicas: -1, replica_timeout: 2s}\n"))
 	if src, err := os.ReadFile(filepath.Join("..", "lockkit.yaml")); err == nil {
 		f.Add(src)
 	}
@@ -55,6 +58,10 @@ func FuzzParse(f *testing.F) {
 			}
 			if r := d.Retry; !r.None() && (r.Initial <= 0 || r.Initial > r.Max || r.Multiplier < 1 || r.Jitter < 0 || r.Jitter > 1 || r.MaxWait < 0) {
 				t.Fatalf("domain %q: invalid retry %+v", d.Name, r)
+			}
+			if wait := cmp.Or(d.ReplicaTimeout, DefaultReplicaTimeout); d.Replicas < 0 || d.ReplicaTimeout < 0 || d.ReplicaTimeout%time.Millisecond != 0 ||
+				d.Replicas == 0 && d.ReplicaTimeout != 0 || d.Replicas > 0 && wait >= d.TTL {
+				t.Fatalf("domain %q: invalid replicas %d, replica timeout %v (ttl %v)", d.Name, d.Replicas, d.ReplicaTimeout, d.TTL)
 			}
 			if _, _, amb := ambiguity(d.Segments); amb {
 				t.Fatalf("domain %q: ambiguous pattern %q accepted", d.Name, d.Pattern)

@@ -88,10 +88,10 @@ func (v *jsValidator) validate(schema map[string]any, x any, path string) []stri
 					fail("length %d breaks %s %d", n, k, lim)
 				}
 			}
-		case "minimum", "maximum":
+		case "minimum", "maximum", "exclusiveMinimum":
 			if f, ok := jsNumber(x); ok {
 				lim := kw.(float64)
-				if k == "minimum" && f < lim || k == "maximum" && f > lim {
+				if k == "minimum" && f < lim || k == "maximum" && f > lim || k == "exclusiveMinimum" && f <= lim {
 					fail("%v breaks %s %v", f, k, lim)
 				}
 			}
@@ -298,9 +298,13 @@ func TestJSONSchemaRejects(t *testing.T) {
 		"keyword package":  strings.Replace(valid, "locks", "func", 1),
 		"bad retry":        valid + "    retry: {attempts: 0}\n",
 		"jitter > 1":       valid + "    retry: {attempts: 2, jitter: 1.5}\n",
+		"jitter 0":         valid + "    retry: {attempts: 2, jitter: 0}\n",
 		"reserved go_name": valid + "    go_name: New\n",
 		"brace prefix":     valid + "prefix: \"a{\"\n",
 		"no package":       strings.Replace(valid, "package: locks\n", "", 1),
+		"replicas < 0":     valid + "    replicas: -1\n",
+		"replicas 1.5":     valid + "    replicas: 1.5\n",
+		"replica_timeout":  valid + "    replicas: 1\n    replica_timeout: 50\n",
 	}
 	for name, src := range bad {
 		if errs := v.validateYAML(t, []byte(src)); len(errs) == 0 {

@@ -20,8 +20,8 @@ import (
 // The keys each mapping may hold, in the order messages list them.
 var (
 	topKeys      = []string{"version", "package", "prefix", "defaults", "domains"}
-	defaultsKeys = []string{"ttl", "renew", "retry", "fencing"}
-	domainKeys   = []string{"pattern", "name", "go_name", "description", "ttl", "renew", "retry", "fencing"}
+	defaultsKeys = []string{"ttl", "renew", "retry", "fencing", "replicas", "replica_timeout"}
+	domainKeys   = []string{"pattern", "name", "go_name", "description", "ttl", "renew", "retry", "fencing", "replicas", "replica_timeout"}
 	retryKeys    = []string{"attempts", "initial", "max", "multiplier", "jitter", "max_wait"}
 )
 
@@ -347,9 +347,11 @@ type setting[T any] struct {
 
 // settings are the policy keys a domain shares with defaults.
 type settings struct {
-	ttl, renew setting[time.Duration] // renew < 0: "none"
-	fencing    setting[bool]
-	retry      retrySettings
+	ttl, renew     setting[time.Duration] // renew < 0: "none"
+	fencing        setting[bool]
+	retry          retrySettings
+	replicas       setting[int]
+	replicaTimeout setting[time.Duration]
 }
 
 type retrySettings struct {
@@ -424,6 +426,7 @@ func (p *parser) file(root *yaml.Node) *File {
 			if defaults.ttl.set && defaults.renew.set {
 				p.checkRenew(label, defaults.ttl, defaults.renew, nil)
 			}
+			p.checkReplicas(label, defaults, settings{})
 		}
 	}
 
@@ -496,6 +499,31 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 	if e, ok := m["retry"]; ok {
 		s.retry = p.retry(e, label)
 	}
+	if e, ok := m["replicas"]; ok {
+		s.replicas.node = e.val
+		const want = "a whole number >= 0 such as 1"
+		if v, ok := p.scalar(e, label, want); ok {
+			var n int
+			if v.ShortTag() != "!!int" || v.Decode(&n) != nil || n < 0 {
+				p.add(pos(v), "%s: replicas must be a whole number >= 0 (got %q); 0 means do not wait for replicas", label, v.Value)
+			} else {
+				s.replicas = setting[int]{n, true, v}
+			}
+		}
+	}
+	if e, ok := m["replica_timeout"]; ok {
+		s.replicaTimeout.node = e.val
+		if d, ok := p.duration(e, label); ok {
+			switch {
+			case d <= 0:
+				p.add(pos(e.val), "%s: replica_timeout must be > 0 (got %q); leave it out for the default %s, or write a Go duration such as \"100ms\"", label, e.val.Value, DefaultReplicaTimeout)
+			case d%time.Millisecond != 0:
+				p.add(pos(e.val), "%s: replica_timeout must be a whole number of milliseconds, as Redis WAIT counts them (got %q); such as %q", label, e.val.Value, max(d.Round(time.Millisecond), time.Millisecond).String())
+			default:
+				s.replicaTimeout = setting[time.Duration]{d, true, e.val}
+			}
+		}
+	}
 	return s
 }
 
@@ -557,9 +585,9 @@ func (p *parser) retry(e entry, label string) retrySettings {
 		}
 	}
 	if e, ok := m["jitter"]; ok {
-		if f, ok := p.float(e, where, "a number from 0 to 1 such as 0.5"); ok {
-			if f < 0 || f > 1 {
-				p.addIn(pos(e.val), where, "jitter must be between 0 and 1 (got %s): the fraction by which each backoff is randomized, such as 0.5", e.val.Value)
+		if f, ok := p.float(e, where, "a number above 0, at most 1, such as 0.5"); ok {
+			if f <= 0 || f > 1 {
+				p.addIn(pos(e.val), where, "jitter must be above 0 and at most 1 (got %s): the fraction by which each backoff is randomized, such as 0.5; it cannot be 0, since contenders without jitter retry in lockstep", e.val.Value)
 			} else {
 				r.jitter = setting[float64]{f, true, e.val}
 			}
@@ -646,6 +674,83 @@ func (p *parser) checkRenew(label string, ttl, renew setting[time.Duration], rep
 	}
 	p.add(pos(at), "%s: renew (%s) must be shorter than ttl (%s), or the lease expires before it is renewed%s; use a shorter renew such as %q, or leave renew out to renew every ttl/3",
 		label, renew.val, ttl.val, note, suggest.String())
+}
+
+// checkReplicas resolves and checks a policy's replicas and replica_timeout:
+// the timeout needs replicas > 0, and the wait it bounds (or the default one)
+// must be shorter than the ttl. own are the keys the policy sets itself;
+// inherited are those of defaults (empty when own are the defaults). It
+// returns the replicas and the timeout, 0 for the runtime's default; the
+// timeout is 0 too when replicas is 0.
+//
+// A check on values that all come from defaults was made there, once; a
+// domain that sets replicas: 0 itself opts out, and an inherited timeout is
+// then moot.
+func (p *parser) checkReplicas(label string, own, inherited settings) (int, time.Duration) {
+	replicas, timeout, ttl := own.replicas, own.replicaTimeout, own.ttl
+	if replicas.node == nil {
+		replicas = inherited.replicas
+	}
+	if timeout.node == nil {
+		timeout = inherited.replicaTimeout
+	}
+	if ttl.node == nil {
+		ttl = inherited.ttl
+	}
+	if replicas.node != nil && !replicas.set || timeout.node != nil && !timeout.set {
+		return 0, 0 // reported where the invalid value is
+	}
+	fromDefaults := func(n *yaml.Node) string { return fmt.Sprintf("from defaults, line %d", n.Line) }
+	if replicas.val == 0 {
+		if own.replicaTimeout.set {
+			why := "the default: do not wait for replicas"
+			switch {
+			case own.replicas.node != nil:
+				why = "do not wait for replicas"
+			case replicas.node != nil:
+				why = fromDefaults(replicas.node) + ": do not wait for replicas"
+			}
+			p.add(pos(timeout.node), "%s: replica_timeout needs replicas > 0, but replicas is 0 (%s); set replicas to 1 or more, or remove replica_timeout", label, why)
+		}
+		return 0, 0
+	}
+	if !ttl.set || !own.ttl.set && own.replicaTimeout.node == nil && inherited.replicas.val > 0 {
+		// No valid ttl (reported elsewhere), or nothing to check that was
+		// not checked in defaults.
+		return replicas.val, timeout.val
+	}
+	wait, waitFrom, ttlFrom := timeout.val, "", ""
+	switch {
+	case !timeout.set:
+		wait, waitFrom = DefaultReplicaTimeout, ", the default"
+	case !own.replicaTimeout.set:
+		waitFrom = ", " + fromDefaults(timeout.node)
+	}
+	if wait < ttl.val {
+		return replicas.val, timeout.val
+	}
+	if !own.ttl.set {
+		ttlFrom = ", " + fromDefaults(ttl.node)
+	}
+	// Report at the key this policy sets that takes part, best first.
+	at := replicas.node
+	switch {
+	case own.replicaTimeout.set:
+		at = timeout.node
+	case own.ttl.set:
+		at = ttl.node
+	}
+	fix := "use a longer ttl"
+	if suggest := max(min(ttl.val/10, DefaultReplicaTimeout).Truncate(time.Millisecond), time.Millisecond); suggest < ttl.val {
+		fix = fmt.Sprintf("set a shorter replica_timeout such as %q, or a longer ttl", suggest.String())
+	}
+	waitText := DefaultReplicaTimeout.String()
+	if timeout.set {
+		waitText = timeout.node.Value
+	}
+	p.add(pos(at), "%s: replica_timeout (%s%s) must be shorter than ttl (%s%s), or the lease could expire while the acquisition waits for replicas; %s",
+		label, waitText, waitFrom, ttl.node.Value, ttlFrom, fix)
+	return replicas.val, timeout.val
 }
 
 // domainEntry is a domain as parsed, before the checks across domains.
@@ -760,6 +865,7 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 	if own.fencing.set {
 		d.Fencing = own.fencing.val
 	}
+	d.Replicas, d.ReplicaTimeout = p.checkReplicas(de.label, own, defaults)
 	switch {
 	case own.retry.present:
 		d.Retry, _ = p.checkRetry(de.label, own.retry, defaults.retry)

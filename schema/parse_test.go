@@ -104,6 +104,62 @@ func TestParseBuiltInRetryDefaults(t *testing.T) {
 	}
 }
 
+// replicas and replica_timeout come from the domain or from defaults, key by
+// key; replicas: 0 on a domain opts out, and drops an inherited timeout.
+func TestParseReplicas(t *testing.T) {
+	src := `version: 1
+package: p
+defaults:
+  ttl: 1s
+  replicas: 1
+  replica_timeout: 100ms
+domains:
+  - pattern: inherited
+  - pattern: more
+    replicas: 3
+  - pattern: quicker
+    replica_timeout: 20ms
+  - pattern: opted_out
+    replicas: 0
+  - pattern: shorter_ttl
+    ttl: 200ms
+`
+	f, err := Parse("f.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type rt struct {
+		replicas int
+		timeout  time.Duration
+	}
+	want := map[string]rt{
+		"inherited":   {1, 100 * time.Millisecond},
+		"more":        {3, 100 * time.Millisecond},
+		"quicker":     {1, 20 * time.Millisecond},
+		"opted_out":   {0, 0},
+		"shorter_ttl": {1, 100 * time.Millisecond},
+	}
+	for _, d := range f.Domains {
+		if got := (rt{d.Replicas, d.ReplicaTimeout}); got != want[d.Name] {
+			t.Errorf("domain %q: replicas, replica_timeout = %v, want %v", d.Name, got, want[d.Name])
+		}
+	}
+
+	// Without defaults: 0 unless set; a timeout left out stays 0 (the
+	// runtime's default), and may be longer than the ttl of a domain that
+	// does not wait.
+	src = "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n  - pattern: b\n    replicas: 2\n  - pattern: c\n    replicas: 1\n    replica_timeout: 1ms\n    ttl: 2ms\n  - pattern: d\n    ttl: 10ms\n"
+	if f, err = Parse("f.yaml", []byte(src)); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]rt{"a": {0, 0}, "b": {2, 0}, "c": {1, time.Millisecond}, "d": {0, 0}}
+	for _, d := range f.Domains {
+		if got := (rt{d.Replicas, d.ReplicaTimeout}); got != want[d.Name] {
+			t.Errorf("domain %q: replicas, replica_timeout = %v, want %v", d.Name, got, want[d.Name])
+		}
+	}
+}
+
 // Every problem is reported, each at its position, with a message that says
 // what would be right. The generator's golden tests check many more.
 func TestParseErrors(t *testing.T) {
@@ -130,7 +186,7 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:1:1: missing "package"; add the Go package name of the generated code, e.g. package: locks`,
 			`f.yaml:2:1: unknown key "pakage" (did you mean "package"?); valid keys: version, package, prefix, defaults, domains`,
 			`f.yaml:4:5: domain "a": no ttl; set ttl on the domain or under defaults, e.g. ttl: 10s`,
-			`f.yaml:5:5: domain "a": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing`}},
+			`f.yaml:5:5: domain "a": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout`}},
 		{"duplicate key", "version: 1\npackage: p\npackage: q\ndomains: [{pattern: a, ttl: 1s}]\n", []string{
 			`f.yaml:3:1: duplicate key "package" (first at line 2); keep one`}},
 		{"renew from defaults too long", "version: 1\npackage: p\ndefaults: {renew: 5s}\ndomains:\n  - pattern: a\n    ttl: 2s\n", []string{
@@ -167,6 +223,29 @@ func TestParseErrors(t *testing.T) {
 		{"ambiguous", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: \"a:{x}{y:int}\"\n  - pattern: \"b:{x}-{y}\"\n", []string{
 			`f.yaml:5:14: domain "a": pattern "a:{x}{y:int}" is ambiguous: {x} and {y} are next to each other, so a key cannot tell where one ends; separate them with a literal that contains ":", as in {x}:{y}`,
 			`f.yaml:6:14: domain "b": pattern "b:{x}-{y}" is ambiguous: the key suffix "b:a--a" splits into {x}, {y} in two ways; separate parameters with a literal that contains ":", as in {x}:{y}`}},
+		{"replicas", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n    replicas: -1\n  - pattern: b\n    replicas: 1.5\n  - pattern: c\n    replicas: [1]\n  - pattern: d\n    replicas: 99999999999999999999\n", []string{
+			`f.yaml:6:15: domain "a": replicas must be a whole number >= 0 (got "-1"); 0 means do not wait for replicas`,
+			`f.yaml:8:15: domain "b": replicas must be a whole number >= 0 (got "1.5"); 0 means do not wait for replicas`,
+			`f.yaml:10:15: domain "c": replicas must be a whole number >= 0 such as 1, not a list`,
+			`f.yaml:12:15: domain "d": replicas must be a whole number >= 0 (got "99999999999999999999"); 0 means do not wait for replicas`}},
+		{"replica_timeout values", "version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 1}\ndomains:\n  - pattern: a\n    replica_timeout: 0s\n  - pattern: b\n    replica_timeout: 1.5ms\n  - pattern: c\n    replica_timeout: 50\n", []string{
+			`f.yaml:6:22: domain "a": replica_timeout must be > 0 (got "0s"); leave it out for the default 50ms, or write a Go duration such as "100ms"`,
+			`f.yaml:8:22: domain "b": replica_timeout must be a whole number of milliseconds, as Redis WAIT counts them (got "1.5ms"); such as "2ms"`,
+			`f.yaml:10:22: domain "c": replica_timeout is not a Go duration (got "50"); write a number with a unit, such as "250ms", "10s" or "1m30s"`}},
+		{"replica_timeout without replicas", "version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 0, replica_timeout: 10ms}\ndomains:\n  - pattern: a\n    replica_timeout: 20ms\n  - pattern: b\n    replicas: 0\n    replica_timeout: 20ms\n", []string{
+			`f.yaml:3:51: defaults: replica_timeout needs replicas > 0, but replicas is 0 (do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`,
+			`f.yaml:6:22: domain "a": replica_timeout needs replicas > 0, but replicas is 0 (from defaults, line 3: do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`,
+			`f.yaml:9:22: domain "b": replica_timeout needs replicas > 0, but replicas is 0 (do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`}},
+		{"replica_timeout vs ttl", "version: 1\npackage: p\ndefaults: {ttl: 40ms, replicas: 1}\ndomains:\n  - pattern: a\n    ttl: 1s\n  - pattern: b\n    ttl: 1s\n    replica_timeout: 1s\n  - pattern: c\n    replicas: 0\n  - pattern: d\n    ttl: 1ms\n", []string{
+			`f.yaml:3:17: defaults: replica_timeout (50ms, the default) must be shorter than ttl (40ms), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "4ms", or a longer ttl`,
+			`f.yaml:9:22: domain "b": replica_timeout (1s) must be shorter than ttl (1s), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "50ms", or a longer ttl`,
+			`f.yaml:13:10: domain "d": replica_timeout (50ms, the default) must be shorter than ttl (1ms), or the lease could expire while the acquisition waits for replicas; use a longer ttl`}},
+		{"replica_timeout in defaults without replicas there", "version: 1\npackage: p\ndefaults: {ttl: 40ms, replica_timeout: 10ms}\ndomains:\n  - pattern: a\n    replicas: 2\n", []string{
+			`f.yaml:3:40: defaults: replica_timeout needs replicas > 0, but replicas is 0 (the default: do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`}},
+		{"replica_timeout from defaults vs ttl", "version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 1, replica_timeout: 500ms}\ndomains:\n  - pattern: a\n    ttl: 400ms\n  - pattern: b\n    replicas: 3\n  - pattern: c\n    replicas: 0\n    ttl: 100ms\n", []string{
+			`f.yaml:6:10: domain "a": replica_timeout (500ms, from defaults, line 3) must be shorter than ttl (400ms), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "40ms", or a longer ttl`}},
+		{"default replica_timeout vs inherited ttl", "version: 1\npackage: p\ndefaults: {ttl: 40ms}\ndomains:\n  - pattern: a\n    replicas: 3\n  - pattern: b\n", []string{
+			`f.yaml:6:15: domain "a": replica_timeout (50ms, the default) must be shorter than ttl (40ms, from defaults, line 3), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "4ms", or a longer ttl`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

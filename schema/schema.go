@@ -33,17 +33,19 @@ type File struct {
 
 // Domain is one lock domain: a key pattern and the policy of its locks.
 type Domain struct {
-	Name        string    // low-cardinality name, [a-z][a-z0-9_]*: "user_digest"
-	GoName      string    // exported Go name: "UserDigest"
-	Pattern     string    // as written: "user:{id:int64}:digest"
-	Segments    []Segment // the pattern, parsed
-	Description string    // free text, may hold several lines; "" when not given
-	TTL         time.Duration
-	Renew       time.Duration // 0: the runtime's default (TTL/3); < 0: never renew ("none")
-	Retry       Retry
-	Fencing     bool
-	Pos         Pos // where the domain's entry starts (its first key)
-	PatternPos  Pos // where its pattern value starts
+	Name           string    // low-cardinality name, [a-z][a-z0-9_]*: "user_digest"
+	GoName         string    // exported Go name: "UserDigest"
+	Pattern        string    // as written: "user:{id:int64}:digest"
+	Segments       []Segment // the pattern, parsed
+	Description    string    // free text, may hold several lines; "" when not given
+	TTL            time.Duration
+	Renew          time.Duration // 0: the runtime's default (TTL/3); < 0: never renew ("none")
+	Retry          Retry
+	Fencing        bool
+	Replicas       int           // replicas that must hold the lock (Redis WAIT) before a lease is granted; 0: do not wait
+	ReplicaTimeout time.Duration // bound on that wait; 0: the runtime's default (DefaultReplicaTimeout), and always 0 when Replicas is 0
+	Pos            Pos           // where the domain's entry starts (its first key)
+	PatternPos     Pos           // where its pattern value starts
 }
 
 // Params returns the domain's parameters in pattern order.
@@ -132,6 +134,10 @@ type Retry struct {
 
 // None reports whether the policy is a single attempt.
 func (r Retry) None() bool { return r.Attempts <= 1 }
+
+// DefaultReplicaTimeout is the runtime's bound on the wait for replicas when
+// the file sets no replica_timeout (lockkit.DefaultReplicaTimeout).
+const DefaultReplicaTimeout = 50 * time.Millisecond
 
 // Built-in values of retry fields that neither the domain nor the defaults set.
 const (

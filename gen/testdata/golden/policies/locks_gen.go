@@ -235,7 +235,7 @@ var longSpec = lockkit.DomainSpec{
 			InitialInterval: time.Minute,
 			MaxInterval:     90 * time.Minute,
 			Multiplier:      1,
-			Jitter:          0,
+			Jitter:          0.1,
 		},
 		Fencing: true,
 	},
@@ -246,8 +246,8 @@ var longSpec = lockkit.DomainSpec{
 // lockkit.Lock.
 //
 // Policy: ttl 2h (LOCKKIT_TTL_LONG overrides it), renewed every 1h30m; up to 2
-// attempts, backing off from 1m to 1h30m (multiplier 1, jitter 0); fencing on
-// (Lease.Fence).
+// attempts, backing off from 1m to 1h30m (multiplier 1, jitter 0.1); fencing
+// on (Lease.Fence).
 type LongLock struct{ lockkit.Lock }
 
 // Long returns the long lock on the key "lock:{long}" (lockkit.yaml:19). It
