@@ -16,7 +16,7 @@
 //	    initial: 50ms          #   first backoff, > 0; default 50ms
 //	    max: 1s                #   cap on one backoff, >= initial; default 1s
 //	    multiplier: 2          #   growth, >= 1; default 2
-//	    jitter: 0.5            #   randomization, 0 to 1; default 0.5
+//	    jitter: 0.5            #   randomization, above 0, at most 1; default 0.5
 //	    max_wait: 5s           #   bound on the whole acquisition, 0s for none; default 0s
 //	  fencing: false           # issue fencing numbers; default false
 //	  replicas: 1              # replicas that must hold the lock (Redis WAIT) before
