@@ -795,6 +795,10 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 		for _, pe := range errs {
 			p.add(p.posIn(e.val, pe.off), "%s: pattern %q: %s", de.label, s, pe.msg)
 		}
+		if len(errs) == 0 && canBeEmpty(segs) {
+			p.add(d.PatternPos, `%s: pattern %q can produce an empty key (string parameters only, no literal text); start it with a word naming the domain, e.g. "table:%s"`, de.label, s, s)
+			errs = append(errs, patternError{})
+		}
 		d.Segments, de.patternOK = segs, len(errs) == 0
 		if de.nameNode == nil {
 			de.nameNode = e.val

@@ -86,6 +86,20 @@ func parsePattern(s string) ([]Segment, []patternError) {
 	return segs, errs
 }
 
+// canBeEmpty reports whether every segment can encode to nothing: string
+// parameters only (a literal or an integer is never empty). Such a pattern
+// is refused: "{id}" with id "" would make the key "lock:{}", an empty Redis
+// Cluster hash tag, which puts the lock and its fence counter in different
+// slots.
+func canBeEmpty(segs []Segment) bool {
+	for _, seg := range segs {
+		if !seg.IsParam() || seg.Type != TypeString {
+			return false
+		}
+	}
+	return true
+}
+
 // parseParam checks the inside of a "{...}" at offset off of the pattern.
 func parseParam(body string, off int, fail func(int, string, ...any)) (Segment, bool) {
 	if body == "" {
