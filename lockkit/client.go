@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // SupportPackageIsVersion1 is referenced by generated code
@@ -25,10 +29,13 @@ const DefaultCommandTimeout = 500 * time.Millisecond
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
 	be         backend
-	breakers   *breakerSet
+	redlock    []redis.UniversalClient // further Redlock nodes; none for a single deployment
+	redlockOpt bool                    // WithRedlock was given
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
+	telOpts    telemetry.Options
+	tel        *telemetry.Instruments
 	ttlEnv     map[string]time.Duration
 
 	mu     sync.Mutex
@@ -64,6 +71,27 @@ func WithCommandTimeout(d time.Duration) Option {
 	}
 }
 
+// WithTracerProvider sets where lockkit's spans go. Default: the global
+// provider (otel.GetTracerProvider), followed if it is replaced later.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *Client) { c.telOpts.TracerProvider = tp }
+}
+
+// WithMeterProvider sets where lockkit's metrics go. Default: the global
+// provider, followed if it is replaced later.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *Client) { c.telOpts.MeterProvider = mp }
+}
+
+// WithKeyMode says how lock keys appear in spans (the lockkit.key
+// attribute), for keys that hold personal data: telemetry.KeyRaw (default),
+// telemetry.KeyHashed (HMAC-SHA-256 with hashSecret, or SHA-256 when nil:
+// searchable, not readable) or telemetry.KeyOmitted. Log lines follow the
+// same mode. Metrics never carry keys.
+func WithKeyMode(mode telemetry.KeyMode, hashSecret []byte) Option {
+	return func(c *Client) { c.telOpts.KeyMode, c.telOpts.KeyHashSecret = mode, hashSecret }
+}
+
 // WithBreaker sets the circuit breakers' settings (zero fields keep the
 // defaults documented in package breaker). There is one breaker per backend
 // node. It gates acquisitions only: while it is open an acquisition fails at
@@ -91,6 +119,13 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	// Every log line of a lease carries its trace and span ids.
+	c.log = slog.New(telemetry.NewLogHandler(c.log.Handler()))
+	tel, err := telemetry.New(c.telOpts)
+	if err != nil {
+		return nil, fmt.Errorf("lockkit: telemetry: %w", err)
+	}
+	c.tel = tel
 	userOnChange := c.brSettings.OnStateChange
 	c.brSettings.OnStateChange = func(name string, from, to breaker.State) {
 		c.breakerChanged(name, from, to)
@@ -98,8 +133,21 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 			userOnChange(name, from, to)
 		}
 	}
-	c.breakers = newBreakerSet(rdb, c.brSettings)
-	c.be = redisBackend{rdb: rdb, breakers: c.breakers, cmdTimeout: c.cmdTimeout}
+	if c.redlockOpt && len(c.redlock) == 0 {
+		return nil, errors.New("lockkit: WithRedlock needs the other nodes: New(node0, WithRedlock(node1, node2)) runs Redlock over 3")
+	}
+	if len(c.redlock) > 0 {
+		be, err := newRedlockBackend(append([]redis.UniversalClient{rdb}, c.redlock...), c.brSettings, c.cmdTimeout)
+		if err != nil {
+			return nil, err
+		}
+		c.be = be
+	} else {
+		c.be = newRedisBackend(rdb, c.brSettings, c.cmdTimeout)
+	}
+	for _, b := range c.be.breakers() {
+		c.tel.BreakerState(context.Background(), b.Name(), int(breaker.StateClosed))
+	}
 	ttlEnv, err := readTTLOverrides(environ())
 	if err != nil {
 		return nil, err
@@ -127,6 +175,7 @@ type DomainSpec struct {
 // applied and its policy validated.
 type Domain struct {
 	c      *Client
+	tel    *telemetry.Domain
 	name   string
 	prefix string
 	policy Policy
@@ -135,9 +184,16 @@ type Domain struct {
 }
 
 // Domain binds spec to c. It never fails: an invalid spec yields a Domain
-// whose locks return the validation error from every operation.
+// whose locks return the validation error from every operation, and a nil
+// client yields a nil Domain, whose locks return ErrNoClient.
+//
+// When LOCKKIT_TTL_<NAME> overrides the TTL, an explicit RenewInterval keeps
+// its share of the TTL (ttl 30s, renew 10s → renew 3s under a 9s override).
 func (c *Client) Domain(spec DomainSpec) *Domain {
-	d := &Domain{c: c, name: spec.Name, prefix: spec.Prefix}
+	if c == nil {
+		return nil
+	}
+	d := &Domain{c: c, name: spec.Name, prefix: spec.Prefix, tel: c.tel.Domain(spec.Name)}
 	if d.prefix == "" {
 		d.prefix = DefaultPrefix
 	}
@@ -155,8 +211,16 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if spec.Name == "" {
 		errs = append(errs, errors.New("name must not be empty"))
 	}
+	if strings.ContainsAny(d.prefix, "{}") {
+		// The key's own braces are its Redis Cluster hash tag; a brace in
+		// the prefix would move the tag and split a lock from its counter.
+		errs = append(errs, fmt.Errorf("prefix %q must not contain '{' or '}'", d.prefix))
+	}
 	if err := d.policy.validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if len(c.redlock) > 0 && d.policy.Fencing {
+		errs = append(errs, errRedlockFencing)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)
@@ -209,7 +273,21 @@ func (c *Client) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("lockkit: close: waiting for renewals: %w", ctx.Err()))
 	}
+	c.be.close()
 	return errors.Join(errs...)
+}
+
+// logKey is a lock key as log lines show it: as the key mode says (raw,
+// hashed or omitted), like the lockkit.key span attribute. Error messages
+// returned to the caller keep the raw key.
+func (c *Client) logKey(key string) string {
+	switch c.telOpts.KeyMode {
+	case telemetry.KeyHashed:
+		return telemetry.HashKey(key, c.telOpts.KeyHashSecret)
+	case telemetry.KeyOmitted:
+		return "(omitted)"
+	}
+	return key
 }
 
 // breakerChanged makes a breaker's state change visible.
@@ -219,6 +297,7 @@ func (c *Client) breakerChanged(name string, from, to breaker.State) {
 		level = slog.LevelWarn
 	}
 	c.log.Log(context.Background(), level, "lockkit: circuit breaker state changed", "node", name, "from", from.String(), "to", to.String())
+	c.tel.BreakerState(context.Background(), name, int(to))
 }
 
 // track registers a new lease, or refuses it when the client is closed.

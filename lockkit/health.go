@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
@@ -12,13 +13,15 @@ import (
 // Health is a point-in-time report on the backend, as served by
 // HealthHandler.
 type Health struct {
-	// Healthy is true when the backend answered a PING and no breaker is open.
+	// Healthy is true when the backend answered a PING and its breakers
+	// still let locks be granted: none open, or for Redlock fewer than a
+	// majority.
 	Healthy bool `json:"healthy"`
 	// Backend names the backend node(s).
 	Backend string `json:"backend"`
 	// Breakers lists each node breaker's state: closed, half-open or open.
 	Breakers []BreakerHealth `json:"breakers"`
-	// RTT is the PING round trip, in milliseconds.
+	// RTTMillis is the PING round trip in milliseconds; 0 when PING failed.
 	RTTMillis float64 `json:"rtt_ms"`
 	// Error says why the backend is not healthy.
 	Error string `json:"error,omitempty"`
@@ -34,11 +37,14 @@ type BreakerHealth struct {
 func (c *Client) Health(ctx context.Context) Health {
 	start := time.Now()
 	err := c.Ping(ctx)
-	h := Health{Healthy: err == nil, RTTMillis: float64(time.Since(start).Microseconds()) / 1000}
+	h := Health{Healthy: err == nil}
 	if err != nil {
 		h.Error = err.Error()
+	} else {
+		h.RTTMillis = float64(time.Since(start).Microseconds()) / 1000
 	}
-	for i, b := range c.breakers.all() {
+	var open []string
+	for i, b := range c.be.breakers() {
 		if i > 0 {
 			h.Backend += ","
 		}
@@ -46,10 +52,13 @@ func (c *Client) Health(ctx context.Context) Health {
 		st := b.State()
 		h.Breakers = append(h.Breakers, BreakerHealth{Node: b.Name(), State: st.String()})
 		if st == breaker.StateOpen {
-			h.Healthy = false
-			if h.Error == "" {
-				h.Error = "circuit breaker for " + b.Name() + " is open"
-			}
+			open = append(open, b.Name())
+		}
+	}
+	if len(open) > c.be.openTolerated() {
+		h.Healthy = false
+		if h.Error == "" {
+			h.Error = "circuit breaker open for " + strings.Join(open, ", ")
 		}
 	}
 	return h

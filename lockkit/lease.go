@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lockkit/lockkit/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Lease is a held lock: its token, fencing number and local deadline. It is
@@ -18,6 +21,9 @@ type Lease struct {
 
 	ctx    context.Context // done once lost or released; cause says which
 	cancel context.CancelCauseFunc
+
+	hold   *telemetry.Hold // nil when telemetry is off
+	logCtx context.Context // carries only the hold span, for log lines
 
 	mu       sync.Mutex
 	deadline time.Time   // monotonic; start of the winning attempt + TTL - drift
@@ -38,9 +44,14 @@ const (
 // errReleased is the lease ctx's cause after a release.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, token string, fence int64, deadline time.Time) *Lease {
+func newLease(l Lock, token string, fence int64, deadline time.Time, hctx context.Context, hold *telemetry.Hold) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
-	return &Lease{lock: l, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline}
+	logCtx := context.Background()
+	if hold != nil {
+		// Keep the span, not the caller's ctx: the lease outlives it.
+		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
+	}
+	return &Lease{lock: l, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
 }
 
 // start arms the deadline and, unless renewal is off, the renewal. Both are
@@ -98,19 +109,31 @@ func (l *Lease) Extend(ctx context.Context) error {
 	return l.extend(ctx)
 }
 
-func (l *Lease) extend(ctx context.Context) error {
+func (l *Lease) extend(parent context.Context) error {
 	d := l.lock.d
+	ctx, span := l.hold.StartRenew(parent)
 	ctx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
 	defer cancel()
 	sent := time.Now()
 	ok, err := d.c.be.extend(ctx, l.lock.key, l.token, d.policy.TTL)
 	switch {
+	case err != nil && errors.Is(err, context.Canceled) && parent.Err() != nil:
+		// Cut short by its caller (Release or Close cancel the lease's ctx
+		// under an in-flight renewal): not a backend failure.
+		err = fmt.Errorf("lockkit: extend %s: %w", l.lock.key, err)
+		span.End(telemetry.OutcomeCanceled, err)
+		return err
 	case err != nil:
-		return fmt.Errorf("lockkit: extend %s: %w: %w", l.lock.key, ErrUnavailable, err)
+		err = fmt.Errorf("lockkit: extend %s: %w: %w", l.lock.key, ErrUnavailable, err)
+		span.End(telemetry.OutcomeUnavailable, err)
+		return err
 	case !ok:
-		l.markLost(fmt.Errorf("%w: %s: extend refused, the key no longer holds this lease", ErrLockLost, l.lock.key))
-		return fmt.Errorf("lockkit: extend %s: %w", l.lock.key, ErrNotHeld)
+		err = fmt.Errorf("lockkit: extend %s: %w", l.lock.key, ErrNotHeld)
+		span.End(telemetry.OutcomeRefused, err)
+		l.markLost(telemetry.LostRefused, fmt.Errorf("%w: %s: extend refused, the key no longer holds this lease", ErrLockLost, l.lock.key))
+		return err
 	}
+	span.End(telemetry.OutcomeOK, nil)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state == held {
@@ -154,10 +177,10 @@ func (l *Lease) onDeadline() {
 		return // released, already lost, or extended while the timer fired
 	}
 	l.mu.Unlock()
-	l.markLost(fmt.Errorf("%w: %s: deadline passed without a successful extend", ErrLockLost, l.lock.key))
+	l.markLost(telemetry.LostDeadline, fmt.Errorf("%w: %s: deadline passed without a successful extend", ErrLockLost, l.lock.key))
 }
 
-func (l *Lease) markLost(cause error) {
+func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 	l.mu.Lock()
 	if l.state != held {
 		l.mu.Unlock()
@@ -168,7 +191,8 @@ func (l *Lease) markLost(cause error) {
 	l.stopTimers()
 	l.mu.Unlock()
 	l.cancel(cause)
-	l.lock.d.c.log.Warn("lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.key, "cause", cause)
+	l.hold.Lost(why, cause)
+	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", cause)
 }
 
 // stopTimers stops the deadline and renewal timers; l.mu is held.
@@ -190,22 +214,33 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("lockkit: release %s: already released: %w", l.lock.key, ErrNotHeld)
 	}
 	l.state = released
+	lostErr := l.lostErr
 	l.stopTimers()
 	l.mu.Unlock()
 	l.cancel(errReleased)
 	defer l.lock.d.c.untrack(l)
 
 	c := l.lock.d.c
+	ctx, span := l.hold.StartRelease(ctx)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cmdTimeout)
 	defer cancel()
 	ok, err := c.be.release(ctx, l.lock.key, l.token)
+	outcome := telemetry.OutcomeReleased
 	switch {
 	case err != nil:
-		return fmt.Errorf("lockkit: release %s: %w: %w (the key expires by its TTL)", l.lock.key, ErrUnavailable, err)
+		err = fmt.Errorf("lockkit: release %s: %w: %w (the key expires by its TTL)", l.lock.key, ErrUnavailable, err)
+		outcome = telemetry.OutcomeUnavailable
 	case !ok:
-		return fmt.Errorf("lockkit: release %s: %w", l.lock.key, ErrNotHeld)
+		err = fmt.Errorf("lockkit: release %s: %w", l.lock.key, ErrNotHeld)
+		outcome = telemetry.OutcomeExpired
 	}
-	return nil
+	span.End(outcome, err)
+	if lostErr != nil {
+		l.hold.End(telemetry.OutcomeLost, lostErr)
+	} else {
+		l.hold.End(outcome, err)
+	}
+	return err
 }
 
 // releaseUntracked gives back a lease that never started (client closed
@@ -225,7 +260,7 @@ func (l *Lease) run(ctx context.Context, fn func(context.Context, *Lease) error)
 		cancel(nil)
 		lostErr := l.Err()
 		if rerr := l.Release(ctx); rerr != nil && lostErr == nil {
-			l.lock.d.c.log.Warn("lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.key, "error", rerr)
+			l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
 		}
 		if lostErr != nil {
 			err = errors.Join(lostErr, err)

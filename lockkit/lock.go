@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/telemetry"
 )
 
 // Lock is one key of one domain: a small value, cheap to build and copy.
@@ -30,108 +31,151 @@ func (l Lock) Key() string { return l.key }
 // matches ErrLockLost, joined with fn's own error if any. A failed release is
 // logged and does not mask fn's result.
 func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	lease, err := l.acquire(ctx, true)
+	lease, hctx, err := l.acquire(ctx, true)
 	if err != nil {
 		return err
 	}
-	return lease.run(ctx, fn)
+	return lease.run(hctx, fn)
 }
 
 // TryDo is Do with a single attempt: a held lock returns ErrNotAcquired at
 // once, and fn does not run.
 func (l Lock) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	lease, err := l.acquire(ctx, false)
+	lease, hctx, err := l.acquire(ctx, false)
 	if err != nil {
 		return err
 	}
-	return lease.run(ctx, fn)
+	return lease.run(hctx, fn)
 }
 
 // Acquire takes the lock, retrying per the domain's policy, and returns the
 // lease, renewed in the background until Release. The lease outlives ctx:
 // ctx bounds only the acquisition.
-func (l Lock) Acquire(ctx context.Context) (*Lease, error) { return l.acquire(ctx, true) }
+func (l Lock) Acquire(ctx context.Context) (*Lease, error) {
+	lease, _, err := l.acquire(ctx, true)
+	return lease, err
+}
 
 // TryAcquire is Acquire with a single attempt: a held lock returns
 // ErrNotAcquired at once.
-func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) { return l.acquire(ctx, false) }
+func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) {
+	lease, _, err := l.acquire(ctx, false)
+	return lease, err
+}
 
-func (l Lock) acquire(ctx context.Context, retry bool) (*Lease, error) {
+// acquire runs one acquisition: one attempt, or attempts with backoff per
+// the domain's retry policy when retry is set. It returns the lease and the
+// hold's ctx, which carries the hold span for fn.
+func (l Lock) acquire(ctx context.Context, retry bool) (*Lease, context.Context, error) {
 	d := l.d
 	if d == nil {
-		return nil, ErrNoClient
+		return nil, ctx, ErrNoClient
 	}
 	if d.err != nil {
-		return nil, d.err
+		return nil, ctx, d.err
 	}
 	c := d.c
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, ctx, ErrClosed
 	}
+	hctx, hold := d.tel.StartHold(ctx, l.key)
+	actx := hold.StartAcquire(hctx)
 	p := &d.policy
 	start := time.Now()
 	var (
-		bo       backoff.BackOff
-		attempts int
+		bo        backoff.BackOff
+		attempts  int
+		contended bool
 	)
+	fail := func(o telemetry.Outcome, err error) (*Lease, context.Context, error) {
+		hold.EndAcquire(telemetry.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
+		hold.End(o, err)
+		return nil, ctx, err
+	}
 	for {
 		attempts++
 		token := rand.Text()
 		sent := time.Now()
-		fence, err := l.attempt(ctx, token)
+		fence, err := l.attempt(actx, token)
 		if err == nil {
 			validUntil := sent.Add(p.TTL - d.drift)
 			if time.Until(validUntil) > 0 {
-				lease := newLease(l, token, fence, validUntil)
+				lease := newLease(l, token, fence, validUntil, hctx, hold)
 				if !c.track(lease) {
 					lease.releaseUntracked()
-					return nil, ErrClosed
+					return fail(telemetry.OutcomeClosed, ErrClosed)
 				}
+				hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence})
 				lease.start()
-				return lease, nil
+				return lease, hctx, nil
 			}
 			// The reply came too late to trust: the key may already have
 			// expired. Give it back and count it as a backend failure.
 			l.releaseToken(ctx, token)
 			err = fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(sent).Round(time.Millisecond), p.TTL)
 		}
+		if attempts == 1 && err == ErrNotAcquired {
+			contended = true
+		}
 		if ctx.Err() != nil {
-			return nil, l.ctxError(ctx, attempts, start)
+			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
-			return nil, l.finalError(err, attempts, start, false)
+			return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
 		}
 		if bo == nil {
 			bo = p.Retry.newBackOff()
 		}
 		wait := bo.NextBackOff()
 		if wait == backoff.Stop {
-			return nil, l.finalError(err, attempts, start, true)
+			return fail(attemptOutcome(err, telemetry.OutcomeExhausted), l.finalError(err, attempts, start, true))
 		}
 		if mw := p.Retry.MaxWait; mw > 0 {
 			left := mw - time.Since(start)
 			if left <= 0 {
-				return nil, l.finalError(err, attempts, start, true)
+				return fail(attemptOutcome(err, telemetry.OutcomeTimeout), l.finalError(err, attempts, start, true))
 			}
 			wait = min(wait, left)
 		}
+		hold.Retry(attempts, wait, attemptOutcome(err, telemetry.OutcomeContended))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, l.ctxError(ctx, attempts, start)
+			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		case <-t.C:
 		}
 	}
+}
+
+// attemptOutcome is the telemetry outcome of a failed attempt: held is what
+// contention means at this point (contended, exhausted or timeout).
+func attemptOutcome(err error, held telemetry.Outcome) telemetry.Outcome {
+	switch {
+	case err == ErrNotAcquired:
+		return held
+	case errors.Is(err, breaker.ErrOpen):
+		return telemetry.OutcomeBreakerOpen
+	case errors.Is(err, ErrUnavailable):
+		return telemetry.OutcomeUnavailable
+	}
+	return telemetry.OutcomeError
+}
+
+func ctxOutcome(ctx context.Context) telemetry.Outcome {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return telemetry.OutcomeTimeout
+	}
+	return telemetry.OutcomeCanceled
 }
 
 // attempt sends one acquisition. It returns errContended-free errors: nil,
 // a wrapped ErrNotAcquired, or a wrapped ErrUnavailable.
 func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
 	d := l.d
-	fence, err := d.c.be.acquire(ctx, l.key, d.policy.Fencing, token, d.policy.TTL)
+	fence, err := d.c.be.acquire(ctx, l.key, token, &d.policy)
 	switch {
 	case err == nil:
 		return fence, nil

@@ -29,7 +29,19 @@ type Policy struct {
 	// Fencing makes every acquisition return a fencing number (Lease.Fence)
 	// that is strictly increasing per key.
 	Fencing bool
+
+	// Replicas, when > 0, makes an acquisition wait (Redis WAIT) until that
+	// many replicas hold the lock before the lease is granted. If fewer
+	// acknowledge within ReplicaTimeout, the lock is released and the
+	// acquisition fails with ErrUnavailable, rather than granting a lease
+	// that a failover could forget.
+	Replicas int
+	// ReplicaTimeout bounds the wait for replicas (default 50ms).
+	ReplicaTimeout time.Duration
 }
+
+// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
+const DefaultReplicaTimeout = 50 * time.Millisecond
 
 // RetryPolicy is jittered exponential backoff for acquiring a held lock.
 type RetryPolicy struct {
@@ -42,8 +54,9 @@ type RetryPolicy struct {
 	MaxInterval time.Duration
 	// Multiplier grows the wait after each attempt; >= 1 (default 2).
 	Multiplier float64
-	// Jitter randomizes each wait by ±Jitter×wait; in [0, 1] (default 0.5).
-	// Without jitter, contenders that collided once retry in lockstep.
+	// Jitter randomizes each wait by ±Jitter×wait; in (0, 1] (0 means the
+	// default 0.5). Jitter cannot be turned off: without it, contenders that
+	// collided once retry in lockstep.
 	Jitter float64
 	// MaxWait bounds the whole acquisition, waits and attempts together;
 	// 0 means bounded only by MaxAttempts and ctx.
@@ -63,6 +76,9 @@ func (p Policy) withDefaults() Policy {
 	if p.RenewInterval == 0 {
 		p.RenewInterval = p.TTL / 3
 	}
+	if p.Replicas > 0 && p.ReplicaTimeout == 0 {
+		p.ReplicaTimeout = DefaultReplicaTimeout
+	}
 	r := &p.Retry
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = 1
@@ -76,6 +92,9 @@ func (p Policy) withDefaults() Policy {
 	if r.Multiplier == 0 {
 		r.Multiplier = DefaultMultiplier
 	}
+	if r.Jitter == 0 {
+		r.Jitter = DefaultJitter
+	}
 	return p
 }
 
@@ -87,6 +106,12 @@ func (p Policy) validate() error {
 	}
 	if p.RenewInterval >= p.TTL && p.TTL > 0 {
 		errs = append(errs, fmt.Errorf("renew interval %v must be shorter than the ttl %v (default ttl/3)", p.RenewInterval, p.TTL))
+	}
+	if p.Replicas < 0 || p.ReplicaTimeout < 0 {
+		errs = append(errs, fmt.Errorf("replicas and replica timeout must be >= 0 (got %d, %v)", p.Replicas, p.ReplicaTimeout))
+	}
+	if p.Replicas > 0 && p.ReplicaTimeout >= p.TTL && p.TTL > 0 {
+		errs = append(errs, fmt.Errorf("replica timeout %v must be shorter than the ttl %v", p.ReplicaTimeout, p.TTL))
 	}
 	r := p.Retry
 	if r.MaxAttempts < 0 {

@@ -18,4 +18,8 @@ var (
 	//go:embed extend.lua
 	extendSrc    string
 	extendScript = redis.NewScript(extendSrc)
+
+	//go:embed fencedset.lua
+	fencedSetSrc    string
+	fencedSetScript = redis.NewScript(fencedSetSrc)
 )

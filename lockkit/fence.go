@@ -1,0 +1,111 @@
+package lockkit
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Fencing numbers only help if the protected resource checks them. A lease
+// can be lost without its holder noticing in time: the process pauses (GC,
+// SIGSTOP, a slow disk) past the TTL, the key expires, another client takes
+// the lock and writes; then the first one wakes up and writes too. Every
+// acquisition of a fencing domain returns a number higher than all earlier
+// ones for that key (Lease.Fence), so the resource can keep the highest
+// number it has accepted and turn away any write that carries a lower one.
+//
+// This file holds the Redis side (FencedSet, FencedGet); fence_sql.go holds
+// the SQL side (FencedTable).
+
+// FenceError is the error of a write that a resource turned away because of
+// its fence. It matches ErrFenced.
+type FenceError struct {
+	// Resource names what was written: a Redis key, or a table row.
+	Resource string
+	// Fence is the fencing number the write carried.
+	Fence int64
+	// Current is the highest fencing number the resource has accepted,
+	// greater than Fence.
+	Current int64
+}
+
+// Error names the resource and both fences.
+func (e *FenceError) Error() string {
+	return fmt.Sprintf("lockkit: write to %s fenced off: fence %d is below the resource's fence %d (a newer lock holder has written)",
+		e.Resource, e.Fence, e.Current)
+}
+
+// Unwrap makes errors.Is(err, ErrFenced) true.
+func (e *FenceError) Unwrap() error { return ErrFenced }
+
+// FencedSet stores value at key, a Redis hash holding the value and the
+// highest fence accepted so far (fields "value" and "fence"), when fence is
+// at least that stored fence, and returns nil. When fence is lower, it writes
+// nothing and returns a *FenceError that matches ErrFenced. Check and write
+// are one Lua script, so no other write can come between them; the hash is
+// one key, so it works on Redis Cluster with any key.
+//
+// Pass the fence of the lease under which the value was computed
+// (Lease.Fence). "At least", not "above": the same lease may write several
+// times, and no two leases share a fence (unless the lock's Redis came back
+// with an older counter, e.g. after failing over to a lagging replica), so a
+// stale holder is turned away either way, once anyone with a newer lease has
+// written.
+//
+// The first write to a key is always accepted. fence must be > 0: a lease of
+// a domain without fencing has fence 0, and passing it is an error.
+//
+// rdb may be a *redis.Client, a Sentinel failover client or a
+// *redis.ClusterClient. The resource can live on another Redis than the
+// locks: the guarantee comes from comparing numbers at the resource, not
+// from where the lock lives.
+func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence int64) error {
+	if fence <= 0 {
+		return fmt.Errorf("lockkit: fenced set %s: fence %d is not a fencing number (> 0); is fencing on for the lock's domain?", key, fence)
+	}
+	res, err := fencedSetScript.Run(ctx, rdb, []string{key}, value, strconv.FormatInt(fence, 10)).Slice()
+	if err != nil {
+		return fmt.Errorf("lockkit: fenced set %s: %w", key, err)
+	}
+	if len(res) > 0 && res[0] == int64(1) {
+		return nil
+	}
+	if len(res) == 2 && res[0] == int64(0) {
+		if s, ok := res[1].(string); ok {
+			current, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("lockkit: fenced set %s: fence %d is below the stored fence %q, which is out of range: %w", key, fence, s, ErrFenced)
+			}
+			return &FenceError{Resource: key, Fence: fence, Current: current}
+		}
+	}
+	return fmt.Errorf("lockkit: fenced set %s: unexpected script reply %v", key, res)
+}
+
+// fencedGetScript reads a FencedSet resource. A script rather than HMGET so
+// that FencedGet needs no more of rdb than FencedSet does (redis.Scripter).
+var fencedGetScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'value', 'fence')`)
+
+// FencedGet reads what FencedSet stored at key: the value and the fence it
+// was written with. A key never written returns an error matching redis.Nil.
+func FencedGet(ctx context.Context, rdb redis.Scripter, key string) (value string, fence int64, err error) {
+	res, err := fencedGetScript.Run(ctx, rdb, []string{key}).Slice()
+	if err != nil {
+		return "", 0, fmt.Errorf("lockkit: fenced get %s: %w", key, err)
+	}
+	if len(res) != 2 {
+		return "", 0, fmt.Errorf("lockkit: fenced get %s: unexpected script reply %v", key, res)
+	}
+	f, ok := res[1].(string)
+	if !ok {
+		// HMGET of a missing key is two nils, which Lua turns into false.
+		return "", 0, fmt.Errorf("lockkit: fenced get %s: %w", key, redis.Nil)
+	}
+	if fence, err = strconv.ParseInt(f, 10, 64); err != nil {
+		return "", 0, fmt.Errorf("lockkit: fenced get %s: stored fence %q: %w", key, f, err)
+	}
+	value, _ = res[0].(string)
+	return value, fence, nil
+}
