@@ -272,7 +272,7 @@ func TestDeadBackendIsUnavailable(t *testing.T) {
 	l := lockOn(testDomain(t, newClient(t, r), policy), "x")
 	r.Kill(t)
 	for _, try := range []bool{false, true} {
-		_, err := l.acquire(t.Context(), try)
+		_, _, err := l.acquire(t.Context(), try)
 		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("acquire(retry=%v) on a dead server = %v, want ErrUnavailable only", try, err)
 		}

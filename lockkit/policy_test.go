@@ -101,3 +101,26 @@ func TestZeroLock(t *testing.T) {
 		t.Fatalf("zero Lock TryAcquire = %v, want ErrNoClient", err)
 	}
 }
+
+func TestRetryDefaults(t *testing.T) {
+	p := Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3}}.withDefaults()
+	want := RetryPolicy{MaxAttempts: 3, InitialInterval: DefaultInitialInterval, MaxInterval: DefaultMaxInterval, Multiplier: DefaultMultiplier, Jitter: DefaultJitter}
+	if p.Retry != want {
+		t.Fatalf("defaults = %+v, want %+v", p.Retry, want)
+	}
+}
+
+func TestNilClientDomain(t *testing.T) {
+	var c *Client
+	d := c.Domain(DomainSpec{Name: "x", Policy: Policy{TTL: time.Second}})
+	if _, err := d.Key(1).Literal("x").Lock().TryAcquire(t.Context()); !errors.Is(err, ErrNoClient) {
+		t.Fatalf("lock of a nil client's domain = %v, want ErrNoClient", err)
+	}
+}
+
+func TestPrefixWithBraceRefused(t *testing.T) {
+	d := (&Client{}).Domain(DomainSpec{Name: "x", Prefix: "app{}:", Policy: Policy{TTL: time.Second}})
+	if d.err == nil || !strings.Contains(d.err.Error(), `prefix "app{}:" must not contain '{' or '}'`) {
+		t.Fatalf("domain error = %v", d.err)
+	}
+}

@@ -1,0 +1,794 @@
+package lockkit
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+func fencing(ttl time.Duration) Policy {
+	return Policy{TTL: ttl, Fencing: true, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 2 * time.Millisecond, MaxInterval: 25 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 5 * time.Second}}
+}
+
+// serverMicros is the server's clock, as TIME gives it, in microseconds.
+func serverMicros(t *testing.T, rdb redis.Cmdable) int64 {
+	t.Helper()
+	now, err := rdb.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now.UnixMicro()
+}
+
+// acquireFence takes l once, returns its fence and releases it.
+func acquireFence(t *testing.T, l Lock) int64 {
+	t.Helper()
+	lease, err := l.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return lease.Fence()
+}
+
+// A fencing acquisition is still one round trip (one EVALSHA once the script
+// is cached), and a domain without fencing has fence 0 and no counter key.
+func TestFenceIssuedInOneRoundTrip(t *testing.T) {
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	var mu sync.Mutex
+	var sent []string
+	rdb.AddHook(commandRecorder(func(name string) {
+		mu.Lock()
+		sent = append(sent, name)
+		mu.Unlock()
+	}))
+	c, err := New(rdb, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	l := lockOn(testDomain(t, c, Policy{TTL: 10 * time.Second, Fencing: true}), "12")
+	first := acquireFence(t, l) // loads the script (EVALSHA, NOSCRIPT, EVAL)
+
+	mu.Lock()
+	sent = nil
+	mu.Unlock()
+	lease, err := l.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := append([]string(nil), sent...)
+	mu.Unlock()
+	if len(got) != 1 || got[0] != "evalsha" {
+		t.Fatalf("a fencing acquisition sent %q, want one evalsha", got)
+	}
+	if lease.Fence() != first+1 {
+		t.Fatalf("fence %d after %d, want %d", lease.Fence(), first, first+1)
+	}
+	lease.Release(t.Context())
+
+	plain := lockOn(c.Domain(DomainSpec{Name: "plain", Prefix: "lock:" + t.Name() + ":plain:", Policy: Policy{TTL: time.Second}}), "12")
+	if f := acquireFence(t, plain); f != 0 {
+		t.Fatalf("a domain without fencing issued fence %d, want 0", f)
+	}
+	if n := r.Client(t).Exists(t.Context(), plain.Key()+fenceSuffix).Val(); n != 0 {
+		t.Fatalf("a domain without fencing created %s", plain.Key()+fenceSuffix)
+	}
+}
+
+type commandRecorder func(name string)
+
+func (f commandRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f commandRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		f(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+func (f commandRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			f(c.Name())
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Two clients (separate pools, like two replicas of a service), four
+// goroutines each, take turns on one key: every fence is issued once, they
+// increase strictly in the order the lock was held, and they are consecutive
+// (one INCR per acquisition). The first one is seeded from the server clock.
+func TestFenceIncreasesAcrossClients(t *testing.T) {
+	r := testserver.StartRedis(t)
+	const clients, goroutines, perG = 2, 4, 25
+	before := serverMicros(t, r.Client(t))
+	var (
+		mu     sync.Mutex
+		inHold []int64 // fences in the order their holds ran
+		wg     sync.WaitGroup
+	)
+	errs := make(chan error, clients*goroutines)
+	for range clients {
+		l := lockOn(testDomain(t, newClient(t, r), fencing(5*time.Second)), "shared")
+		for range goroutines {
+			wg.Go(func() {
+				for range perG {
+					err := l.Do(t.Context(), func(_ context.Context, lease *Lease) error {
+						mu.Lock()
+						inHold = append(inHold, lease.Fence())
+						mu.Unlock()
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	after := serverMicros(t, r.Client(t))
+	if len(inHold) != clients*goroutines*perG {
+		t.Fatalf("%d holds, want %d", len(inHold), clients*goroutines*perG)
+	}
+	if f := inHold[0]; f <= before || f > after+1 {
+		t.Fatalf("first fence %d, want it seeded from the server clock: in (%d, %d]", f, before, after+1)
+	}
+	for i := 1; i < len(inHold); i++ {
+		if inHold[i] != inHold[i-1]+1 {
+			t.Fatalf("hold %d had fence %d after %d: want strictly increasing, consecutive fences", i, inHold[i], inHold[i-1])
+		}
+	}
+}
+
+// After a lease expired (its holder stopped renewing), the next acquisition
+// gets a higher fence: the counter outlives the lock (it has no TTL).
+func TestFenceIncreasesAfterExpiry(t *testing.T) {
+	r := testserver.StartRedis(t)
+	p := fencing(150 * time.Millisecond)
+	p.RenewInterval = -1
+	a := lockOn(testDomain(t, newClient(t, r), p), "12")
+	b := lockOn(testDomain(t, newClient(t, r), p), "12")
+	la, err := a.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-la.Done()
+	waitGone(t, r, a.Key())
+	if ttl := r.Client(t).PTTL(t.Context(), a.Key()+fenceSuffix).Val(); ttl != -1 {
+		t.Fatalf("fence counter PTTL = %v after the lock expired, want -1 (no expiry)", ttl)
+	}
+	lb, err := b.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Release(t.Context())
+	if lb.Fence() <= la.Fence() {
+		t.Fatalf("fence after expiry %d, want > %d", lb.Fence(), la.Fence())
+	}
+}
+
+// After FLUSHALL the counter is gone; the next fence is seeded from the server
+// clock and is above every fence issued before, even after a burst.
+func TestFenceIncreasesAfterFlushAll(t *testing.T) {
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	l := lockOn(testDomain(t, newClient(t, r), fencing(time.Second)), "12")
+	var last int64
+	for range 200 {
+		last = acquireFence(t, l)
+	}
+	if err := rdb.FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(t.Context(), l.Key()+fenceSuffix).Val(); n != 0 {
+		t.Fatal("the counter survived FLUSHALL")
+	}
+	before := serverMicros(t, rdb)
+	next := acquireFence(t, l)
+	after := serverMicros(t, rdb)
+	if next <= last {
+		t.Fatalf("fence after FLUSHALL %d, want > %d", next, last)
+	}
+	if next <= before || next > after+1 {
+		t.Fatalf("fence after FLUSHALL %d, want it seeded from the server clock: in (%d, %d]", next, before, after+1)
+	}
+}
+
+// A redis-server without persistence is killed and restarted: every key is
+// lost, the counter too, and the next fence is still higher.
+func TestFenceIncreasesAfterRestartWithDataLoss(t *testing.T) {
+	r := testserver.StartRedis(t)
+	l := lockOn(testDomain(t, newClient(t, r), fencing(time.Second)), "12")
+	var last int64
+	for range 200 {
+		last = acquireFence(t, l)
+	}
+	held, err := l.TryAcquire(t.Context()) // held when the server dies
+	if err != nil {
+		t.Fatal(err)
+	}
+	last = held.Fence()
+	pid := r.PID()
+	r.Kill(t)
+	r.Restart(t)
+	if r.PID() == pid {
+		t.Fatal("Restart kept the old process")
+	}
+	rdb := r.Client(t)
+	if n := rdb.DBSize(t.Context()).Val(); n != 0 {
+		t.Fatalf("%d keys survived the restart, want the data lost", n)
+	}
+	// A new process, as after a deploy; its scripts are not cached on the new server.
+	l2 := lockOn(testDomain(t, newClient(t, r), fencing(time.Second)), "12")
+	next := acquireFence(t, l2)
+	if next <= last {
+		t.Fatalf("fence after a restart with data loss %d, want > %d", next, last)
+	}
+	t.Logf("fence %d before the restart, %d after (%.1fms of server clock)", last, next, float64(next-last)/1000)
+}
+
+// On a real 3-master Redis Cluster, whatever the parameters hold, the lock
+// key and its counter hash to one slot: acquisition works through a
+// ClusterClient (a CROSSSLOT error otherwise), and CLUSTER KEYSLOT agrees.
+// FencedSet works there too.
+func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
+	cl := testserver.StartCluster(t, 3)
+	cc := cl.Client(t)
+	c, err := New(cc, WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	p := Policy{TTL: 10 * time.Second, Fencing: true}
+	table := c.Domain(DomainSpec{Name: "table", Policy: p})
+	digest := c.Domain(DomainSpec{Name: "user_digest", Policy: p})
+	cron := c.Domain(DomainSpec{Name: "cron", Prefix: "app:lock:", Policy: p})
+	values := []string{
+		"", "12", "{", "}", "{}", "}{", "{{}}", "a{b}c", ":", "a:b", "table:12", "{table:12}",
+		"%7B", "%", "日本語", "x\x00y", "\n", strings.Repeat("{", 40), strings.Repeat("}", 40), strings.Repeat("z", 300),
+	}
+	var locks []Lock
+	for i, v := range values {
+		locks = append(locks,
+			table.Key(6+len(v)).Literal("table:").String(v).Lock(),
+			digest.Key(32).Literal("user:").Int(int64(i)-5).Literal(":digest").Lock(),
+			cron.Key(16+len(v)).Literal("cron:").String(v).Literal(":").Int(int64(490000+i)).Lock(),
+		)
+	}
+	slots := map[int64]bool{}
+	for _, l := range locks {
+		lease, err := l.TryAcquire(t.Context())
+		if err != nil {
+			t.Fatalf("%q: %v", l.Key(), err)
+		}
+		lockSlot := cc.ClusterKeySlot(t.Context(), l.Key()).Val()
+		counterSlot := cc.ClusterKeySlot(t.Context(), l.Key()+fenceSuffix).Val()
+		if lockSlot != counterSlot {
+			t.Errorf("%q is in slot %d, its counter in slot %d", l.Key(), lockSlot, counterSlot)
+		}
+		slots[lockSlot] = true
+		if n := cc.Exists(t.Context(), l.Key()+fenceSuffix).Val(); n != 1 {
+			t.Errorf("%q: no counter key after a fencing acquisition", l.Key())
+		}
+		if err := lease.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if next := acquireFence(t, l); next != lease.Fence()+1 {
+			t.Errorf("%q: fence %d after %d", l.Key(), next, lease.Fence())
+		}
+		if err := FencedSet(t.Context(), cc, "booking:"+l.Key(), "x", lease.Fence()); err != nil {
+			t.Errorf("FencedSet on the cluster: %v", err)
+		}
+	}
+	// The keys spread over the cluster, so the test is not one node's.
+	nodes := map[string]bool{}
+	for s := range slots {
+		for _, r := range cl.Nodes() {
+			if n, _ := r.Client(t).ClusterCountKeysInSlot(t.Context(), int(s)).Result(); n > 0 {
+				nodes[r.Addr()] = true
+			}
+		}
+	}
+	if len(slots) < 10 || len(nodes) < 3 {
+		t.Fatalf("the keys fell in %d slots on %d nodes; want them spread over the cluster", len(slots), len(nodes))
+	}
+}
+
+// FencedSet's rules: the first write is accepted, a higher or equal fence is
+// accepted, a lower one is ErrFenced and leaves the resource as it was.
+// Fences compare as integers even where float64 cannot tell them apart.
+func TestFencedSet(t *testing.T) {
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := t.Context()
+	key := "booking:" + t.Name()
+
+	if _, _, err := FencedGet(ctx, rdb, key); !errors.Is(err, redis.Nil) {
+		t.Fatalf("FencedGet of a key never written = %v, want redis.Nil", err)
+	}
+	steps := []struct {
+		fence  int64
+		accept bool
+	}{
+		{100, true},                    // first write
+		{100, true},                    // same lease, again
+		{101, true},                    // newer lease
+		{99, false},                    // stale
+		{1000, true},                   // longer decimal is larger
+		{999, false},                   // shorter is smaller, whatever its digits
+		{1 << 53, true},                // 9007199254740992
+		{1<<53 + 1, true},              // a float64 rounds it to 1<<53
+		{1 << 53, false},               // equal to 1<<53+1 as floats: must still be turned away
+		{1<<62 + 12345, true},          // far past float precision
+		{1<<62 + 12344, false},         // differs in the last digit only
+		{1<<63 - 1, true},              // the largest fence
+		{1<<63 - 2, false},             //
+		{1_800_000_000_000_000, false}, // a TIME-seeded fence below the stored one
+	}
+	wantValue, wantFence := "", int64(0)
+	for i, s := range steps {
+		value := fmt.Sprintf("write %d", i)
+		err := FencedSet(ctx, rdb, key, value, s.fence)
+		if s.accept {
+			if err != nil {
+				t.Fatalf("step %d: FencedSet(fence %d) = %v, want accepted", i, s.fence, err)
+			}
+			wantValue, wantFence = value, s.fence
+		} else {
+			var fe *FenceError
+			if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) {
+				t.Fatalf("step %d: FencedSet(fence %d) = %v, want ErrFenced", i, s.fence, err)
+			}
+			if fe.Fence != s.fence || fe.Current != wantFence || fe.Resource != key {
+				t.Fatalf("step %d: %+v, want fence %d, current %d, resource %s", i, fe, s.fence, wantFence, key)
+			}
+			for _, part := range []string{key, strconv.FormatInt(s.fence, 10), strconv.FormatInt(wantFence, 10)} {
+				if !strings.Contains(err.Error(), part) {
+					t.Fatalf("step %d: error %q does not say %q", i, err, part)
+				}
+			}
+		}
+		v, f, err := FencedGet(ctx, rdb, key)
+		if err != nil || v != wantValue || f != wantFence {
+			t.Fatalf("step %d: FencedGet = %q, %d, %v; want %q, %d", i, v, f, err, wantValue, wantFence)
+		}
+	}
+
+	for _, bad := range []int64{0, -1} {
+		if err := FencedSet(ctx, rdb, key, "x", bad); err == nil || errors.Is(err, ErrFenced) {
+			t.Fatalf("FencedSet(fence %d) = %v, want an error that is not ErrFenced", bad, err)
+		}
+	}
+	if v, _, _ := FencedGet(ctx, rdb, key); v != wantValue {
+		t.Fatalf("an invalid fence changed the value to %q", v)
+	}
+}
+
+// A resource that is not a FencedSet hash, or whose stored fence is not a
+// number, is an error, neither accepted nor ErrFenced.
+func TestFencedSetRefusesForeignData(t *testing.T) {
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := t.Context()
+	if err := rdb.Set(ctx, "str", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := FencedSet(ctx, rdb, "str", "v", 5); err == nil || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("FencedSet on a string key = %v, want WRONGTYPE", err)
+	}
+	for _, stored := range []string{"abc", "-5", "007", "1e9", ""} {
+		rdb.HSet(ctx, "h", "value", "old", "fence", stored)
+		err := FencedSet(ctx, rdb, "h", "v", 5)
+		if err == nil || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "not a positive decimal") {
+			t.Fatalf("stored fence %q: FencedSet = %v, want an error about the stored fence", stored, err)
+		}
+		if v := rdb.HGet(ctx, "h", "value").Val(); v != "old" {
+			t.Fatalf("stored fence %q: value overwritten with %q", stored, v)
+		}
+	}
+	// The script itself refuses a non-canonical fence, whoever calls it.
+	err := fencedSetScript.Run(ctx, rdb, []string{"h2"}, "v", "0012").Err()
+	if err == nil || !strings.Contains(err.Error(), "not a positive decimal") {
+		t.Fatalf("script with fence 0012 = %v", err)
+	}
+}
+
+// The seeds' scenario, with the Redis resource: A acquires (fence n), A is
+// paused past its TTL (a paused process renews nothing), B acquires (n+1)
+// and writes, A wakes and writes with n: ErrFenced, and B's write stands.
+func TestFenceScenarioRedis(t *testing.T) {
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := t.Context()
+	const booking = "booking:table:12"
+	const ttl = 500 * time.Millisecond // well above a slow reply on a loaded machine
+	pa := fencing(ttl)
+	pa.RenewInterval = -1
+	a := lockOn(testDomain(t, newClient(t, r), pa), "12")
+	b := lockOn(testDomain(t, newClient(t, r), fencing(ttl)), "12")
+
+	la, err := a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := la.Fence()
+	paused := time.Now()
+	// A is paused: it sends nothing, and its lease runs out meanwhile.
+	<-la.Done()
+	waitGone(t, r, a.Key())
+
+	lb, err := b.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lb.Release(ctx)
+	if lb.Fence() != n+1 {
+		t.Fatalf("B's fence %d, want %d", lb.Fence(), n+1)
+	}
+	if err := FencedSet(ctx, rdb, booking, "guest B", lb.Fence()); err != nil {
+		t.Fatalf("B's write: %v", err)
+	}
+
+	// A wakes up, more than a TTL later, and writes as if it still held the lock.
+	if p := time.Since(paused); p < ttl {
+		t.Fatalf("A was paused only %v", p)
+	}
+	err = FencedSet(ctx, rdb, booking, "guest A", n)
+	var fe *FenceError
+	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.Fence != n || fe.Current != n+1 {
+		t.Fatalf("A's stale write = %v, want ErrFenced (fence %d < %d)", err, n, n+1)
+	}
+	t.Logf("A's write: %v", err)
+	if v, f, err := FencedGet(ctx, rdb, booking); err != nil || v != "guest B" || f != n+1 {
+		t.Fatalf("booking = %q, fence %d, %v; want B's write", v, f, err)
+	}
+	if err := la.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("A's release = %v, want ErrNotHeld", err)
+	}
+}
+
+// stressWrite writes value with fence to the resource under test. It returns
+// nil when the resource accepted the write, an error matching ErrFenced when
+// it turned it away, and any other error on failure.
+type stressWrite func(ctx context.Context, value string, fence int64) error
+
+type stressResult struct {
+	accepted       map[string]int64 // value → fence, for every accepted write
+	rejected       map[string]int64 // value → fence, for every rejected write
+	lostAccepted   int              // accepted although the writer's lease was already lost
+	holds, gaveUp  int
+	unavailable    int // acquisitions refused as ErrUnavailable
+	longPauses     int
+	leasesLost     int
+	distinctFences int
+}
+
+// runFencingStress runs 4 clients × 16 goroutines on one lock key: each
+// goroutine acquires, sleeps a random pause (some 2-3× the TTL), then writes
+// once or twice through write with its lease's fence, and releases. Clients 0
+// and 2 do not renew, so their long pauses lose the lease and another
+// goroutine takes the lock meanwhile, as when a process is paused; 1 and 3
+// renew, so theirs only hold the lock longer. Bounded: at most 10 holds a
+// goroutine, and 7s.
+func runFencingStress(t *testing.T, r *testserver.Redis, write stressWrite) stressResult {
+	t.Helper()
+	const (
+		clients, goroutines, maxHolds = 4, 16, 10
+		ttl                           = 150 * time.Millisecond
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 7*time.Second)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		res    = stressResult{accepted: map[string]int64{}, rejected: map[string]int64{}}
+		issued = map[int64]string{} // fence → lease token
+		wg     sync.WaitGroup
+	)
+	// fail records an error without ever blocking: a goroutine keeps going
+	// (bounded anyway), and the test reports the first errors at the end.
+	var failures []error
+	fail := func(err error) {
+		mu.Lock()
+		failures = append(failures, err)
+		mu.Unlock()
+	}
+	var seed atomic.Uint64
+	for ci := range clients {
+		p := fencing(ttl)
+		p.Retry.MaxWait = 2 * time.Second
+		if ci%2 == 0 {
+			p.RenewInterval = -1
+		}
+		// Lost leases are counted, not logged: there are dozens.
+		l := lockOn(testDomain(t, newClient(t, r, WithLogger(slog.New(slog.DiscardHandler))), p), "stress")
+		for range goroutines {
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), seed.Add(1)))
+			wg.Go(func() {
+				for range maxHolds {
+					lease, err := l.Acquire(ctx)
+					switch {
+					case ctx.Err() != nil:
+						return
+					case errors.Is(err, ErrNotAcquired):
+						mu.Lock()
+						res.gaveUp++
+						mu.Unlock()
+						continue
+					case errors.Is(err, ErrUnavailable):
+						// A reply slower than the TTL (a loaded machine) is
+						// refused by the runtime, not made a lease: count it.
+						mu.Lock()
+						res.unavailable++
+						mu.Unlock()
+						continue
+					case err != nil:
+						fail(err)
+						return
+					}
+					mu.Lock()
+					res.holds++
+					if tok, dup := issued[lease.Fence()]; dup {
+						failures = append(failures, fmt.Errorf("fence %d issued to two leases (%s, %s)", lease.Fence(), tok, lease.Token()))
+					}
+					issued[lease.Fence()] = lease.Token()
+					mu.Unlock()
+
+					var pause time.Duration
+					long := false
+					switch x := rng.IntN(100); {
+					case x < 15:
+						pause, long = 2*ttl+time.Duration(rng.Int64N(int64(ttl))), true
+					case x < 35:
+						pause = 5*time.Millisecond + time.Duration(rng.Int64N(int64(35*time.Millisecond)))
+					default:
+						pause = time.Duration(rng.Int64N(int64(2 * time.Millisecond)))
+					}
+					time.Sleep(pause)
+
+					writes := 1 + rng.IntN(4)/3 // a quarter write twice under one lease
+					for w := range writes {
+						value := fmt.Sprintf("%s/%d", lease.Token(), w)
+						wctx, wcancel := context.WithTimeout(t.Context(), 5*time.Second)
+						lost := lease.Err() != nil
+						err := write(wctx, value, lease.Fence())
+						wcancel()
+						mu.Lock()
+						var fe *FenceError
+						switch {
+						case err == nil:
+							res.accepted[value] = lease.Fence()
+							if lost {
+								res.lostAccepted++
+							}
+						case errors.As(err, &fe) && errors.Is(err, ErrFenced):
+							res.rejected[value] = lease.Fence()
+							if fe.Fence != lease.Fence() || fe.Current <= fe.Fence {
+								failures = append(failures, fmt.Errorf("rejection %+v for fence %d: the resource's fence must be above it", fe, lease.Fence()))
+							}
+						default:
+							failures = append(failures, fmt.Errorf("write: %w", err))
+						}
+						mu.Unlock()
+					}
+					if err := lease.Release(t.Context()); err != nil && !errors.Is(err, ErrNotHeld) {
+						fail(err)
+					}
+					mu.Lock()
+					if long {
+						res.longPauses++
+					}
+					if lease.Err() != nil {
+						res.leasesLost++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i, err := range failures {
+		if i == 10 {
+			t.Fatalf("… and %d more errors", len(failures)-i)
+		}
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	res.distinctFences = len(issued)
+	return res
+}
+
+type historyEntry struct {
+	value string
+	fence int64
+}
+
+// checkHistory checks the resource's own record of the writes it applied, in
+// the order it applied them, against what the writers saw: every accepted
+// write is there once, no rejected one is, and no fence is lower than one
+// accepted before it.
+func checkHistory(t *testing.T, res stressResult, history []historyEntry) {
+	t.Helper()
+	outOfOrder := 0
+	var highest int64
+	seen := map[string]bool{}
+	for i, h := range history {
+		if h.fence < highest {
+			outOfOrder++
+			t.Errorf("history entry %d: fence %d accepted after fence %d", i, h.fence, highest)
+		}
+		highest = max(highest, h.fence)
+		f, ok := res.accepted[h.value]
+		switch {
+		case !ok && res.rejected[h.value] != 0:
+			t.Errorf("history entry %d: %q was reported rejected, but the resource applied it", i, h.value)
+		case !ok:
+			t.Errorf("history entry %d: %q is no write of this test", i, h.value)
+		case f != h.fence:
+			t.Errorf("history entry %d: %q applied with fence %d, written with %d", i, h.value, h.fence, f)
+		case seen[h.value]:
+			t.Errorf("history entry %d: %q applied twice", i, h.value)
+		}
+		seen[h.value] = true
+	}
+	if len(history) != len(res.accepted) {
+		t.Errorf("the resource's history has %d writes; the writers saw %d accepted", len(history), len(res.accepted))
+	}
+	t.Logf("holds %d (fences %d, gave up %d, unavailable %d), long pauses %d, leases lost %d; writes accepted %d (%d of them after the lease was lost, before a newer holder wrote), rejected %d; out of order in the resource's history: %d",
+		res.holds, res.distinctFences, res.gaveUp, res.unavailable, res.longPauses, res.leasesLost, len(res.accepted), res.lostAccepted, len(res.rejected), outOfOrder)
+	if len(res.accepted) == 0 || len(res.rejected) == 0 {
+		t.Errorf("accepted %d, rejected %d: the stress did not exercise both outcomes", len(res.accepted), len(res.rejected))
+	}
+}
+
+// The stress test with the Redis resource. The history is the server's own:
+// its append-only file (appendfsync always, rewrites off), where each
+// accepted FencedSet appears as the script's effect, an HSET with the fence.
+func TestFencedStressRedis(t *testing.T) {
+	r := testserver.StartRedis(t, testserver.WithAppendOnly(), testserver.WithArgs("--auto-aof-rewrite-percentage", "0"))
+	rdb := r.Client(t)
+	const booking = "booking:stress"
+	res := runFencingStress(t, r, func(ctx context.Context, value string, fence int64) error {
+		return FencedSet(ctx, rdb, booking, value, fence)
+	})
+	history := aofHistory(t, r.Dir(), booking)
+	checkHistory(t, res, history)
+	if _, f, err := FencedGet(t.Context(), rdb, booking); err != nil || f != history[len(history)-1].fence {
+		t.Fatalf("FencedGet = fence %d, %v; the AOF's last write has %d", f, err, history[len(history)-1].fence)
+	}
+}
+
+// aofHistory reads a redis-server's multi-part append-only file (Redis 7:
+// appendonlydir/, a manifest naming a base file and incremental files) and
+// returns every HSET of key's "value" and "fence" fields, in file order. It
+// fails when the data might be in a base file, i.e. after a rewrite.
+func aofHistory(t *testing.T, dir, key string) []historyEntry {
+	t.Helper()
+	adir := filepath.Join(dir, "appendonlydir")
+	manifest, err := os.ReadFile(filepath.Join(adir, "appendonly.aof.manifest"))
+	if err != nil {
+		t.Fatalf("reading the AOF manifest: %v", err)
+	}
+	var incr []string
+	bases := 0
+	for line := range strings.Lines(string(manifest)) {
+		f := strings.Fields(line)
+		m := map[string]string{}
+		for i := 0; i+1 < len(f); i += 2 {
+			m[f[i]] = f[i+1]
+		}
+		switch m["type"] {
+		case "i":
+			incr = append(incr, m["file"])
+		case "b":
+			bases++
+			if m["seq"] != "1" {
+				t.Fatalf("the AOF was rewritten (%s): the history may be in the base file", strings.TrimSpace(line))
+			}
+		}
+	}
+	if len(incr) == 0 || bases > 1 {
+		t.Fatalf("unexpected AOF manifest:\n%s", manifest)
+	}
+	var history []historyEntry
+	for _, name := range incr {
+		f, err := os.Open(filepath.Join(adir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(f)
+		for {
+			cmd, err := readRESPCommand(br)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				f.Close()
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(cmd) < 2 || !strings.EqualFold(cmd[0], "hset") || cmd[1] != key {
+				continue
+			}
+			var h historyEntry
+			for i := 2; i+1 < len(cmd); i += 2 {
+				switch cmd[i] {
+				case "value":
+					h.value = cmd[i+1]
+				case "fence":
+					if h.fence, err = strconv.ParseInt(cmd[i+1], 10, 64); err != nil {
+						t.Fatalf("%s: HSET with fence %q", name, cmd[i+1])
+					}
+				}
+			}
+			history = append(history, h)
+		}
+		f.Close()
+	}
+	return history
+}
+
+// readRESPCommand reads one command of an AOF: a RESP array of bulk strings.
+func readRESPCommand(br *bufio.Reader) ([]string, error) {
+	line, err := br.ReadString('\n')
+	if err != nil {
+		if err == io.EOF && line == "" {
+			return nil, io.EOF
+		}
+		return nil, fmt.Errorf("truncated command: %w", err)
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if len(line) < 2 || line[0] != '*' {
+		return nil, fmt.Errorf("expected a RESP array, got %q", line)
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil {
+		return nil, fmt.Errorf("bad array header %q", line)
+	}
+	cmd := make([]string, n)
+	for i := range cmd {
+		hdr, err := br.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("truncated bulk header: %w", err)
+		}
+		hdr = strings.TrimSuffix(hdr, "\r\n")
+		if len(hdr) < 2 || hdr[0] != '$' {
+			return nil, fmt.Errorf("expected a bulk string, got %q", hdr)
+		}
+		size, err := strconv.Atoi(hdr[1:])
+		if err != nil {
+			return nil, fmt.Errorf("bad bulk header %q", hdr)
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, fmt.Errorf("truncated bulk: %w", err)
+		}
+		cmd[i] = string(buf[:size])
+	}
+	return cmd, nil
+}

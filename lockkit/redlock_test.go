@@ -1,0 +1,786 @@
+package lockkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
+)
+
+// redlockNodes starts n independent redis-servers.
+func redlockNodes(t testing.TB, n int, opts ...testserver.RedisOption) []*testserver.Redis {
+	t.Helper()
+	nodes := make([]*testserver.Redis, n)
+	for i := range nodes {
+		nodes[i] = testserver.StartRedis(t, opts...)
+	}
+	return nodes
+}
+
+// redlockClient is a lockkit client over all of nodes, each through its own
+// new go-redis client (its own pool, as another process would have).
+func redlockClient(t testing.TB, nodes []*testserver.Redis, opts ...Option) *Client {
+	t.Helper()
+	rdbs := make([]redis.UniversalClient, len(nodes))
+	for i, n := range nodes {
+		rdbs[i] = n.Client(t)
+	}
+	opts = append([]Option{WithRedlock(rdbs[1:]...)}, opts...)
+	if tt, ok := t.(*testing.T); ok {
+		opts = append([]Option{WithLogger(testLogger(tt))}, opts...)
+	}
+	c, err := New(rdbs[0], opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	})
+	return c
+}
+
+// redlockHolders returns, per node, the token the key holds ("" when absent,
+// "<down>" when the node does not answer).
+func redlockHolders(t *testing.T, nodes []*testserver.Redis, key string) []string {
+	t.Helper()
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		rdb := n.Client(t)
+		v, err := rdb.Get(t.Context(), key).Result()
+		switch {
+		case err == redis.Nil:
+		case err != nil:
+			v = "<down>"
+		}
+		out[i] = v
+		rdb.Close()
+	}
+	return out
+}
+
+// redlockSettled waits (up to 2s) until no node holds key for anyone but
+// the allowed owners: late answers release asynchronously. Nodes in skip
+// are not checked.
+func redlockSettled(t *testing.T, nodes []*testserver.Redis, key string, skip []int, allowed ...string) {
+	t.Helper()
+	var h []string
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		h = redlockHolders(t, nodes, key)
+		bad := false
+		for i, v := range h {
+			if v != "" && v != "<down>" && !slices.Contains(skip, i) && !slices.Contains(allowed, v) {
+				bad = true
+			}
+		}
+		if !bad {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still held by a failed or released attempt: %q", key, h)
+		}
+	}
+}
+
+func countHolding(holders []string, token string) int {
+	n := 0
+	for _, h := range holders {
+		if h == token {
+			n++
+		}
+	}
+	return n
+}
+
+// New refuses a Redlock set that cannot give a meaningful majority: fewer
+// than 3 nodes, an even number, nil nodes, or one server counted twice.
+func TestRedlockConfig(t *testing.T) {
+	addr := func(port int) redis.UniversalClient {
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	a, b, c, d, e := addr(1), addr(2), addr(3), addr(4), addr(5)
+	cases := []struct {
+		name  string
+		first redis.UniversalClient
+		more  []redis.UniversalClient
+		want  string // "" means New succeeds
+	}{
+		{"two nodes", a, []redis.UniversalClient{b}, "at least 3 independent nodes (the client given to New plus the option's), got 2"},
+		{"four nodes", a, []redis.UniversalClient{b, c, d}, "an odd number of nodes, got 4"},
+		{"nil node", a, []redis.UniversalClient{b, nil}, "node 2 is a nil client"},
+		{"same client twice", a, []redis.UniversalClient{b, a}, "nodes 0 and 2 are the same client"},
+		{"same address twice", a, []redis.UniversalClient{b, addr(1)}, "nodes 0 and 2 both point at 127.0.0.1:1"},
+		{"three", a, []redis.UniversalClient{b, c}, ""},
+		{"five", a, []redis.UniversalClient{b, c, d, e}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cl, err := New(tc.first, WithRedlock(tc.more...))
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := len(cl.be.breakers()), 1+len(tc.more); got != want {
+					t.Fatalf("%d breakers, want one per node (%d)", got, want)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// Fencing is refused per domain on a Redlock client, with an error that says
+// why; non-fencing domains on the same client and fencing domains on a
+// single-node client are fine.
+func TestRedlockFencingRefused(t *testing.T) {
+	nodes := redlockNodes(t, 3)
+	c := redlockClient(t, nodes)
+	fenced := c.Domain(DomainSpec{Name: "fenced", Policy: Policy{TTL: time.Second, Fencing: true}})
+	_, err := fenced.Key(4).Literal("x").Lock().TryAcquire(t.Context())
+	if err == nil || !strings.Contains(err.Error(), `domain "fenced": fencing is not available on a Redlock client`) ||
+		!strings.Contains(err.Error(), "not guaranteed to exceed") {
+		t.Fatalf("fenced domain on Redlock: TryAcquire = %v", err)
+	}
+	if errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("a configuration error must not look like contention or an outage: %v", err)
+	}
+	for _, n := range nodes {
+		if keys := n.Client(t).Keys(t.Context(), "*").Val(); len(keys) != 0 {
+			t.Fatalf("refused fenced domain wrote %v to %s", keys, n.Addr())
+		}
+	}
+	plain := c.Domain(DomainSpec{Name: "plain", Policy: Policy{TTL: time.Second}})
+	lease, err := plain.Key(4).Literal("x").Lock().TryAcquire(t.Context())
+	if err != nil {
+		t.Fatalf("plain domain on the same Redlock client: %v", err)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	single := newClient(t, nodes[0])
+	if d := single.Domain(DomainSpec{Name: "fenced", Policy: Policy{TTL: time.Second, Fencing: true}}); d.err != nil {
+		t.Fatalf("fencing on a single-node client: %v", d.err)
+	}
+}
+
+// Five nodes, all up: a lease lives on all five; contention is
+// ErrNotAcquired; extend and release work on all five.
+func TestRedlockFiveNodes(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	policy := Policy{TTL: 5 * time.Second, RenewInterval: -1}
+	a := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
+	b := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
+	la, err := a.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Granted once 3 nodes took it; the other two follow at once.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		n := countHolding(redlockHolders(t, nodes, a.Key()), la.Token())
+		if n == 5 {
+			break
+		}
+		if n < 3 || time.Now().After(deadline) {
+			t.Fatalf("lease held on %d of 5 nodes, want 5", n)
+		}
+	}
+	if _, err := b.TryAcquire(t.Context()); err != ErrNotAcquired {
+		t.Fatalf("contender: %v, want ErrNotAcquired", err)
+	}
+	if err := la.Extend(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	redlockSettled(t, nodes, a.Key(), nil)
+	lb, err := b.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatalf("contender after release: %v", err)
+	}
+	lb.Release(t.Context())
+}
+
+// Two of five nodes killed: locks are still granted (3 is a majority), the
+// killed nodes show in the per-node outcomes, and mutual exclusion holds
+// among 3 clients × 4 goroutines.
+func TestRedlockTwoKilled(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	nodes[1].Kill(t)
+	nodes[3].Kill(t)
+	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 10000, InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 15 * time.Second}}
+
+	c := redlockClient(t, nodes)
+	d := testDomain(t, c, policy)
+	l := lockOn(d, "shared")
+	// The per-node outcomes the acquire span gets.
+	token := "probe-token"
+	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), l.Key(), token, &d.policy)
+	if err != nil {
+		t.Fatalf("acquire with 2 of 5 killed: %v (%v)", err, outs)
+	}
+	t.Logf("per-node outcomes: %v", outs)
+	for i, o := range outs {
+		if o.Node != nodes[i].Addr() {
+			t.Fatalf("outcome %d is for %s, want %s", i, o.Node, nodes[i].Addr())
+		}
+		want := nodeOK
+		if i == 1 || i == 3 {
+			want = nodeFailed
+		}
+		// A node that had not answered when the majority was reached may
+		// still be pending.
+		if o.Result != want && !(o.Result == nodePending && want == nodeFailed) {
+			t.Fatalf("node %d: %v, want %v", i, o, want)
+		}
+	}
+	if _, err := c.be.release(t.Context(), l.Key(), token); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping with 3 of 5 up: %v", err)
+	}
+
+	const clients, goroutines, perG = 3, 4, 10
+	var inSection, maxInSection, done atomic.Int32
+	counter := nodes[0].Client(t)
+	counterKey := t.Name() + ":counter"
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*goroutines)
+	for ci := range clients {
+		cl := c
+		if ci > 0 {
+			cl = redlockClient(t, nodes)
+		}
+		l := lockOn(testDomain(t, cl, policy), "shared")
+		for range goroutines {
+			wg.Go(func() {
+				for range perG {
+					err := l.Do(t.Context(), func(ctx context.Context, _ *Lease) error {
+						n := inSection.Add(1)
+						defer inSection.Add(-1)
+						for m := maxInSection.Load(); n > m && !maxInSection.CompareAndSwap(m, n); m = maxInSection.Load() {
+						}
+						v, err := counter.Get(ctx, counterKey).Int()
+						if err != nil && err != redis.Nil {
+							return err
+						}
+						time.Sleep(time.Millisecond) // widen the window
+						return counter.Set(ctx, counterKey, v+1, 0).Err()
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+					done.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got, err := counter.Get(t.Context(), counterKey).Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := clients * goroutines * perG; got != want || int(done.Load()) != want {
+		t.Fatalf("counter = %d, sections done = %d, want %d: critical sections overlapped", got, done.Load(), want)
+	}
+	if m := maxInSection.Load(); m != 1 {
+		t.Fatalf("%d goroutines were in the critical section at once", m)
+	}
+}
+
+// Three of five nodes killed: every acquisition is ErrUnavailable, never
+// ErrNotAcquired, and nothing is granted or left behind on the two live
+// nodes. Once the breakers of the dead nodes are open the refusal is
+// immediate. Ping fails.
+func TestRedlockThreeKilled(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	for _, i := range []int{0, 2, 4} {
+		nodes[i].Kill(t)
+	}
+	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 3, InitialInterval: 5 * time.Millisecond}}
+	c := redlockClient(t, nodes)
+	l := lockOn(testDomain(t, c, policy), "x")
+	for i := range 8 {
+		retry := i%2 == 1
+		acquire := l.TryAcquire
+		if retry {
+			acquire = l.Acquire
+		}
+		lease, err := acquire(t.Context())
+		if lease != nil || !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("attempt %d (retry %v): lease %v, err %v; want ErrUnavailable only", i, retry, lease, err)
+		}
+		if !strings.Contains(err.Error(), "redlock acquire: no majority: ") || !strings.Contains(err.Error(), "of 5 nodes answered, 3 needed") {
+			t.Fatalf("attempt %d: error does not explain the missing majority: %v", i, err)
+		}
+	}
+	// By now each dead node failed 5 times in a row: its breaker is open and
+	// the error matches breaker.ErrOpen, so the acquire loop fails fast.
+	start := time.Now()
+	_, err := l.Acquire(t.Context())
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("with the dead nodes' breakers open: %v, want ErrUnavailable matching breaker.ErrOpen", err)
+	}
+	if el := time.Since(start); el > 200*time.Millisecond {
+		t.Fatalf("refusal with open breakers took %v", el)
+	}
+	t.Logf("error: %v", err)
+	redlockSettled(t, nodes, l.Key(), nil)
+	if err := c.Ping(t.Context()); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Ping with 2 of 5 up: %v", err)
+	}
+}
+
+// How a failed attempt is classified, from what the nodes said: a majority
+// that answered with the lock held somewhere is contention; fewer than a
+// majority answering is unavailability. Other owners' keys are planted
+// directly.
+func TestRedlockOutcomeRule(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	rdbs := make([]*redis.Client, 5)
+	for i, n := range nodes {
+		rdbs[i] = n.Client(t)
+	}
+	c := redlockClient(t, nodes)
+	d := testDomain(t, c, Policy{TTL: 5 * time.Second})
+	cases := []struct {
+		held, dead []int
+		want       error // nil: granted
+	}{
+		{held: []int{0, 1}, want: nil},                               // 3 ok, 2 held
+		{held: []int{0, 1, 2}, want: ErrNotAcquired},                 // 2 ok, 3 held
+		{held: []int{0, 1}, dead: []int{4}, want: ErrNotAcquired},    // 2 ok, 2 held: 4 answered
+		{held: []int{0}, dead: []int{3, 4}, want: ErrNotAcquired},    // 2 ok, 1 held: 3 answered
+		{dead: []int{3, 4}, want: nil},                               // 3 ok
+		{dead: []int{2, 3, 4}, want: ErrUnavailable},                 // 2 ok: 2 answered
+		{held: []int{0}, dead: []int{2, 3, 4}, want: ErrUnavailable}, // 1 ok, 1 held: 2 answered
+	}
+	for ci, tc := range cases {
+		l := lockOn(d, "case"+strconv.Itoa(ci))
+		for _, i := range tc.held {
+			rdbs[i].Set(t.Context(), l.Key(), "other-owner", 5*time.Second)
+		}
+		for _, i := range tc.dead {
+			nodes[i].Pause(t)
+		}
+		// Paused nodes time out: give them a short command timeout.
+		cc := redlockClient(t, nodes, WithCommandTimeout(100*time.Millisecond))
+		lc := lockOn(testDomain(t, cc, Policy{TTL: 5 * time.Second}), "case"+strconv.Itoa(ci))
+		lease, err := lc.TryAcquire(t.Context())
+		for _, i := range tc.dead {
+			nodes[i].Resume(t)
+		}
+		switch {
+		case tc.want == nil && err != nil:
+			t.Fatalf("case %d (held on %v, down %v): %v, want granted", ci, tc.held, tc.dead, err)
+		case tc.want != nil && (!errors.Is(err, tc.want) || lease != nil):
+			t.Fatalf("case %d (held on %v, down %v): %v, want %v", ci, tc.held, tc.dead, err, tc.want)
+		case tc.want == ErrNotAcquired && errors.Is(err, ErrUnavailable), tc.want == ErrUnavailable && errors.Is(err, ErrNotAcquired):
+			t.Fatalf("case %d: %v matches both", ci, err)
+		}
+		if lease != nil {
+			lease.Release(t.Context())
+			continue
+		}
+		// A failed attempt leaves nothing of its own on the nodes that
+		// answered. (A paused node runs the acquire it had buffered when it
+		// resumes, after the client gave up on it: its key lives until the
+		// TTL unless a release happens to reach it later.)
+		redlockSettled(t, nodes, l.Key(), tc.dead, "other-owner")
+	}
+}
+
+// A node that answers late does not hold up the decision, and never keeps
+// the key of an attempt that failed or a lease that was released: it
+// deletes it as soon as its answer arrives. The slow node is held in DEBUG
+// SLEEP, so the acquire reaches it and is run after the decision.
+func TestRedlockSlowNodeReleasedAfterAnswer(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	const slow = 4
+	const sleep = 400 * time.Millisecond
+	rdbs := make([]*redis.Client, 5)
+	for i, n := range nodes {
+		rdbs[i] = n.Client(t)
+	}
+	c := redlockClient(t, nodes, WithCommandTimeout(2*time.Second))
+	d := testDomain(t, c, Policy{TTL: 10 * time.Second, RenewInterval: -1})
+	stall := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- rdbs[slow].Do(context.Background(), "debug", "sleep", strconv.FormatFloat(sleep.Seconds(), 'f', 3, 64)).Err()
+		}()
+		time.Sleep(30 * time.Millisecond) // let the sleep start
+		return done
+	}
+	afterSleep := func(done chan error) {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Granted with the slow node pending, then released at once: the slow
+	// node runs the acquire after the release reached the others.
+	l := lockOn(d, "granted")
+	done := stall()
+	start := time.Now()
+	lease, err := l.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > sleep/2 {
+		t.Fatalf("acquire waited %v for the slow node", el)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	afterSleep(done)
+	redlockSettled(t, nodes, l.Key(), nil)
+
+	// Failed (held on 3 nodes), decided without the slow node, whose
+	// acquire then succeeds there and is undone.
+	l = lockOn(d, "failed")
+	for _, i := range []int{0, 1, 2} {
+		rdbs[i].Set(t.Context(), l.Key(), "other-owner", 10*time.Second)
+	}
+	done = stall()
+	start = time.Now()
+	if _, err := l.TryAcquire(t.Context()); err != ErrNotAcquired {
+		t.Fatalf("held on 3 of 5: %v, want ErrNotAcquired", err)
+	}
+	if el := time.Since(start); el > sleep/2 {
+		t.Fatalf("failed attempt waited %v for the slow node", el)
+	}
+	afterSleep(done)
+	redlockSettled(t, nodes, l.Key(), nil, "other-owner")
+	var pending int
+	c.be.(*redlockBackend).pending.Range(func(any, any) bool { pending++; return true })
+	if pending != 0 {
+		t.Fatalf("%d acquisitions still pending after every node answered", pending)
+	}
+}
+
+// Validity: a lease is granted only if ttl − elapsed − drift > 0 when the
+// majority is reached, elapsed counting the slowest node the majority
+// needed. With 3 of 5 nodes stalled past the TTL the majority arrives too
+// late: ErrUnavailable, no lease. With 2 stalled the other 3 make the
+// majority at once and the lease is granted without waiting for them.
+func TestRedlockValidity(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	const ttl = 150 * time.Millisecond
+	const sleep = 300 * time.Millisecond
+	c := redlockClient(t, nodes, WithCommandTimeout(time.Second))
+	d := testDomain(t, c, Policy{TTL: ttl, RenewInterval: -1})
+	stall := func(idx ...int) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		for _, i := range idx {
+			rdb := nodes[i].Client(t)
+			wg.Go(func() {
+				if err := rdb.Do(context.Background(), "debug", "sleep", strconv.FormatFloat(sleep.Seconds(), 'f', 3, 64)).Err(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		time.Sleep(30 * time.Millisecond) // let the sleeps start
+		return &wg
+	}
+
+	wg := stall(0, 1, 2)
+	start := time.Now()
+	lease, err := lockOn(d, "late").TryAcquire(t.Context())
+	el := time.Since(start)
+	wg.Wait()
+	if lease != nil || !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "longer than the TTL") {
+		t.Fatalf("majority after %v with a %v TTL: lease %v, %v; want ErrUnavailable: acquire took longer than the TTL", el, ttl, lease, err)
+	}
+	t.Logf("3 of 5 stalled: %v after %v", err, el.Round(time.Millisecond))
+
+	wg = stall(3, 4)
+	start = time.Now()
+	lease, err = lockOn(d, "fast").TryAcquire(t.Context())
+	el = time.Since(start)
+	if err != nil {
+		t.Fatalf("2 of 5 stalled: %v", err)
+	}
+	if el > ttl/2 {
+		t.Fatalf("2 of 5 stalled: acquire took %v, waiting for the stalled nodes", el)
+	}
+	if left := time.Until(lease.Deadline()); left <= 0 || left > ttl {
+		t.Fatalf("lease deadline in %v, want within (0, %v]", left, ttl)
+	}
+	wg.Wait()
+}
+
+// Extend needs a majority of nodes still holding the lease; release reports
+// held when a majority deleted it; with no majority answering, extend is
+// ErrUnavailable and the lease stays until its deadline.
+func TestRedlockExtendReleaseMajority(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	rdbs := make([]*redis.Client, 5)
+	for i, n := range nodes {
+		rdbs[i] = n.Client(t)
+	}
+	c := redlockClient(t, nodes, WithCommandTimeout(200*time.Millisecond))
+	d := testDomain(t, c, Policy{TTL: 5 * time.Second, RenewInterval: -1})
+
+	l := lockOn(d, "a")
+	lease, err := l.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdbs[0].Del(t.Context(), l.Key())
+	rdbs[1].Del(t.Context(), l.Key())
+	if err := lease.Extend(t.Context()); err != nil {
+		t.Fatalf("extend with 3 of 5 still holding: %v", err)
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatalf("release with 3 of 5 holding: %v", err)
+	}
+
+	lease, err = l.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, 2} {
+		rdbs[i].Del(t.Context(), l.Key())
+	}
+	if err := lease.Extend(t.Context()); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("extend with 2 of 5 holding: %v, want ErrNotHeld", err)
+	}
+	if !errors.Is(lease.Err(), ErrLockLost) {
+		t.Fatalf("lease after a refused extend: %v, want ErrLockLost", lease.Err())
+	}
+	if err := lease.Release(t.Context()); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("release with 2 of 5 holding: %v, want ErrNotHeld", err)
+	}
+	redlockSettled(t, nodes, l.Key(), nil) // the minority's keys were deleted too
+
+	lease, err = l.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1, 2} {
+		nodes[i].Pause(t)
+	}
+	err = lease.Extend(t.Context())
+	for _, i := range []int{0, 1, 2} {
+		nodes[i].Resume(t)
+	}
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotHeld) {
+		t.Fatalf("extend with 3 of 5 paused: %v, want ErrUnavailable", err)
+	}
+	if lease.Err() != nil {
+		t.Fatalf("an unanswered extend lost the lease before its deadline: %v", lease.Err())
+	}
+	if err := lease.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The Redlock caveat, tested: nodes that restart with their data lost forget
+// the lease. A holds on all 5 (no persistence). Two nodes restart empty:
+// B takes those two and is refused (2 < 3): still safe. A third restarts
+// empty: B takes three and is granted while A's lease is still valid on A's
+// clock. Mutual exclusion is broken until A's next extend, which finds the
+// lease held on a minority and loses it. With the append-only file
+// (appendfsync always) the restarted nodes remember A's key and B is refused.
+func TestRedlockRestartDataLoss(t *testing.T) {
+	policy := Policy{TTL: 10 * time.Second, RenewInterval: -1}
+	run := func(t *testing.T, nodes []*testserver.Redis) (bGranted bool) {
+		a := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
+		la, err := a.TryAcquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		restart := func(i int) {
+			nodes[i].Kill(t)
+			nodes[i].Restart(t)
+		}
+		restart(0)
+		restart(1)
+		// B is a fresh client (another process), connecting after the restarts.
+		b := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
+		_, err = b.TryAcquire(t.Context())
+		t.Logf("2 of 5 restarted: B's attempt: %v; holders %q", err, redlockHolders(t, nodes, a.Key()))
+		if err != ErrNotAcquired {
+			t.Fatalf("B after 2 of 5 restarts: %v, want ErrNotAcquired (A holds 3 of 5)", err)
+		}
+		restart(2)
+		b = lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
+		lb, err := b.TryAcquire(t.Context())
+		t.Logf("3 of 5 restarted: B's attempt: %v; holders %q", err, redlockHolders(t, nodes, a.Key()))
+		if err != nil {
+			if err != ErrNotAcquired {
+				t.Fatalf("B after 3 of 5 restarts: %v", err)
+			}
+			return false
+		}
+		// Both hold a valid lease on their own clocks.
+		if la.Err() != nil || time.Until(la.Deadline()) <= 0 || time.Until(lb.Deadline()) <= 0 {
+			t.Fatalf("A: %v (deadline in %v), B deadline in %v", la.Err(), time.Until(la.Deadline()), time.Until(lb.Deadline()))
+		}
+		// A finds out at its next extend (its first may hit connections that
+		// died with the nodes: unavailable, then refused).
+		for range 3 {
+			if err = la.Extend(t.Context()); !errors.Is(err, ErrUnavailable) {
+				break
+			}
+		}
+		if !errors.Is(err, ErrNotHeld) || !errors.Is(la.Err(), ErrLockLost) {
+			t.Fatalf("A's extend after B took the majority: %v (lease %v), want ErrNotHeld and the lease lost", err, la.Err())
+		}
+		if err := lb.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}
+	t.Run("no persistence", func(t *testing.T) {
+		if !run(t, redlockNodes(t, 5)) {
+			t.Fatal("B was refused after 3 of 5 nodes lost their data; the documented caveat says it is granted")
+		}
+		t.Log("documented: with 3 of 5 nodes restarted empty during A's hold, B was granted the same lock while A's lease was still valid")
+	})
+	t.Run("appendfsync always", func(t *testing.T) {
+		if run(t, redlockNodes(t, 5, testserver.WithAppendOnly())) {
+			t.Fatal("B was granted although the restarted nodes persist A's key")
+		}
+		t.Log("documented: with appendfsync always the restarted nodes kept A's key and B was refused")
+	})
+}
+
+// Acquire+release on 5 Redlock nodes against 1 node (the plain client), in
+// one run, uncontended: over plain loopback, and through a proxy that
+// delays every reply by 1ms, as a network between hosts would:
+//
+//	go test -run '^$' -bench 'Redlock' -benchmem -count 6 ./lockkit/
+func BenchmarkRedlock(b *testing.B) {
+	for _, delay := range []time.Duration{0, time.Millisecond} {
+		for _, n := range []int{1, 5} {
+			name := "nodes=" + strconv.Itoa(n)
+			if delay > 0 {
+				name = "delay=" + delay.String() + "/" + name
+			}
+			b.Run(name, func(b *testing.B) { benchRedlock(b, n, delay) })
+		}
+	}
+}
+
+func benchRedlock(b *testing.B, n int, delay time.Duration) {
+	rdbs := make([]redis.UniversalClient, n)
+	for i := range rdbs {
+		rdb := benchRedis(b)
+		if delay > 0 {
+			proxy := redlockProxy(b, rdb.Options().Addr, delay)
+			opts := *rdb.Options()
+			opts.Addr = proxy
+			rdb = redis.NewClient(&opts)
+			b.Cleanup(func() { rdb.Close() })
+		}
+		rdbs[i] = rdb
+	}
+	var opts []Option
+	if n > 1 {
+		opts = append(opts, WithRedlock(rdbs[1:]...))
+	}
+	c, err := New(rdbs[0], opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second}})
+	l := d.Key(8).Literal("bench:").String("x").Lock()
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		lease, err := l.TryAcquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// redlockProxy runs an in-process toxiproxy in front of upstream that delays
+// every reply by delay, and returns its address.
+func redlockProxy(tb testing.TB, upstream string, delay time.Duration) string {
+	tb.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+	proxy := toxiproxy.NewProxy(srv, "redlock", "127.0.0.1:0", upstream)
+	if err := proxy.Start(); err != nil {
+		tb.Fatalf("toxiproxy: %v", err)
+	}
+	tb.Cleanup(proxy.Stop)
+	js := fmt.Sprintf(`{"name":"delay","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":%d}}`, delay.Milliseconds())
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+		tb.Fatalf("toxiproxy: %v", err)
+	}
+	return proxy.Listen
+}
+
+// WithRedlock() with no further nodes is a mistake, not a single-node client.
+func TestRedlockWithoutNodesRefused(t *testing.T) {
+	_, err := New(fakeUniversal(t), WithRedlock())
+	if err == nil || !strings.Contains(err.Error(), "WithRedlock needs the other nodes") {
+		t.Fatalf("New(WithRedlock()) = %v", err)
+	}
+}
+
+// Health follows what Redlock can still do: with 2 of 5 nodes dead and
+// their breakers open, locks are granted and health is 200; with 3 dead it
+// is 503.
+func TestRedlockHealthToleratesMinority(t *testing.T) {
+	nodes := redlockNodes(t, 5)
+	c := redlockClient(t, nodes, WithBreaker(breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: time.Minute}))
+	d := testDomain(t, c, Policy{TTL: 2 * time.Second})
+	nodes[0].Kill(t)
+	nodes[1].Kill(t)
+	for i := range 3 { // trip the dead nodes' breakers
+		lease, err := lockOn(d, strconv.Itoa(i)).TryAcquire(t.Context())
+		if err != nil {
+			t.Fatalf("with 3 of 5 up: %v", err)
+		}
+		lease.Release(t.Context())
+	}
+	h := c.Health(t.Context())
+	open := 0
+	for _, b := range h.Breakers {
+		if b.State == "open" {
+			open++
+		}
+	}
+	if open != 2 || !h.Healthy {
+		t.Fatalf("2 of 5 breakers open: %d open, healthy=%v (%s); want healthy", open, h.Healthy, h.Error)
+	}
+	nodes[2].Kill(t)
+	for i := range 3 {
+		lockOn(d, strconv.Itoa(i)).TryAcquire(t.Context())
+	}
+	if h := c.Health(t.Context()); h.Healthy {
+		t.Fatalf("3 of 5 nodes dead: health says healthy: %+v", h)
+	}
+}
