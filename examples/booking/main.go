@@ -1,0 +1,517 @@
+// Command booking is the double-booking race of a restaurant booking service
+// run as four replicas: Charlie and Diana both reserve table 12 at the same
+// instant, and exactly one of them gets it. Then two ways a lock can go wrong
+// without lockkit's guarantees: a holder that stalls past its TTL and
+// releases late (the "stolen lock"), and a holder that crashes and never
+// releases.
+//
+//	go run ./examples/booking
+//
+// With no REDIS_URL it runs on an embedded in-process Redis; with
+// OTEL_EXPORTER_OTLP_ENDPOINT set it sends its traces to Jaeger, otherwise it
+// prints a summary of the lock spans.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockkit/lockkit/examples/internal/exampleenv"
+	"github.com/lockkit/lockkit/examples/locks"
+	"github.com/lockkit/lockkit/lockkit"
+)
+
+func main() {
+	ctx := context.Background()
+	env, err := exampleenv.Open(ctx, "lockkit-example-booking", os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "booking:", err)
+		os.Exit(1)
+	}
+	err = run(ctx, env.Out, env)
+	if cerr := env.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "booking:", err)
+		os.Exit(1)
+	}
+}
+
+const (
+	// writeDelay is the work between reading a table's bookings and writing
+	// one (checking the guest, calling the restaurant's system): the window
+	// in which two unlocked requests both see the table free.
+	writeDelay = 100 * time.Millisecond
+	// shortTTL replaces the table domain's 10s TTL for the replicas of the
+	// stall and crash scenarios, so that they take a second, not ten.
+	shortTTL = 300 * time.Millisecond
+)
+
+// run tells the three stories and checks their outcomes: a wrong outcome is
+// an error, not just different text.
+func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
+	db := &database{rdb: env.NewRedis()}
+	if err := db.reset(ctx, "12", "13", "7", "3"); err != nil {
+		return err
+	}
+	tr := env.Tracer("github.com/lockkit/lockkit/examples/booking")
+	if err := race(ctx, w, env, db, tr); err != nil {
+		return err
+	}
+	if err := stolenLock(ctx, w, env, tr); err != nil {
+		return err
+	}
+	return crash(ctx, w, env, db, tr)
+}
+
+// race: four replicas get reserve-table-12 requests at the same instant,
+// Charlie's click on two of them and Diana's on the other two.
+func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, tr trace.Tracer) error {
+	fmt.Fprintln(w, "\n1. Charlie and Diana reserve table 12 at the same instant, on four replicas")
+
+	// Each replica is its own process in production: its own go-redis pool
+	// and lockkit client. replica-1 uses the package-level helpers bound by
+	// SetDefault; the others hold a locks.Locks value.
+	replicas := make([]*replicaSvc, 4)
+	for i := range replicas {
+		c, err := env.NewClient()
+		if err != nil {
+			return err
+		}
+		r := &replicaSvc{name: fmt.Sprintf("replica-%d", i+1), db: db}
+		if i == 0 {
+			locks.SetDefault(c)
+			r.table = locks.Table
+		} else {
+			r.table = locks.New(c).Table
+		}
+		replicas[i] = r
+	}
+	defer locks.SetDefault(nil)
+
+	// First the same four requests with no lock, on table 13: the booking
+	// code reads, works, then writes, so every request finds the table free.
+	var unlocked atomic.Int64
+	fire(4, func(i int) {
+		if ok, _, err := db.book(ctx, "13", guestOf(i)); err == nil && ok {
+			unlocked.Add(1)
+		}
+	})
+	n13, err := db.count(ctx, "13")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "   without a lock (table 13 as a control): %d requests, %d bookings written, %d confirmations sent\n", 4, n13, unlocked.Load())
+
+	// Now with the lock, on table 12.
+	fmt.Fprintln(w, "   with locks.Table(\"12\").Do around the same code: Charlie's click reached replica-1 and replica-3, Diana's replica-2 and replica-4")
+	start := time.Now()
+	var log timeline
+	results := make([]result, 4)
+	fire(4, func(i int) {
+		results[i] = replicas[i].reserve(ctx, tr, "12", guestOf(i), start, &log)
+	})
+	log.print(w)
+
+	var winners []string
+	rejected := 0
+	for _, r := range results {
+		switch {
+		case r.err != nil:
+			return fmt.Errorf("%s reserving table 12: %w", r.replica, r.err)
+		case r.booked:
+			winners = append(winners, r.guest)
+		default:
+			rejected++
+		}
+	}
+	stored, err := db.count(ctx, "12")
+	if err != nil {
+		return err
+	}
+	if len(winners) != 1 || stored != 1 || rejected != 3 {
+		return fmt.Errorf("table 12: %d confirmations (%v), %d bookings stored, %d rejections; want exactly one booking", len(winners), winners, stored, rejected)
+	}
+	if winners[0] != "Charlie" && winners[0] != "Diana" {
+		return fmt.Errorf("table 12 booked for %q", winners[0])
+	}
+	fmt.Fprintf(w, "   result: table 12 has exactly 1 booking, for %s; the 3 other requests were rejected.\n", winners[0])
+	fmt.Fprintln(w, "   why: the lock makes each request's read-work-write run alone, so only the first finds the table free;")
+	fmt.Fprintln(w, "   the others wait their turn (the table domain retries with jittered backoff) and then see the booking.")
+	return nil
+}
+
+func guestOf(i int) string {
+	if i%2 == 0 {
+		return "Charlie"
+	}
+	return "Diana"
+}
+
+// fire runs f(0..n-1) on n goroutines released at the same instant, and
+// waits for them.
+func fire(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			f(i)
+		})
+	}
+	close(gate)
+	wg.Wait()
+}
+
+// replicaSvc is one replica of the booking service.
+type replicaSvc struct {
+	name  string
+	table func(id string) locks.TableLock
+	db    *database
+}
+
+type result struct {
+	replica, guest string
+	booked         bool
+	err            error
+}
+
+// reserve is the request handler: under the table's lock, book the table if
+// it is free.
+func (r *replicaSvc) reserve(ctx context.Context, tr trace.Tracer, table, guest string, start time.Time, log *timeline) result {
+	ctx, span := tr.Start(ctx, "reserve table", trace.WithAttributes(
+		attribute.String("table", table), attribute.String("guest", guest), attribute.String("replica", r.name)))
+	defer span.End()
+	res := result{replica: r.name, guest: guest}
+	who := fmt.Sprintf("%-9s  %-7s", r.name, guest)
+	err := r.table(table).Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
+		log.add(start, "%s  acquired %s (fence %d)", who, lease.Key(), lease.Fence())
+		ok, by, err := r.db.book(ctx, table, guest)
+		switch {
+		case err != nil:
+			return err
+		case ok:
+			res.booked = true
+			log.add(start, "%s  booked table %s for %s", who, table, guest)
+		default:
+			log.add(start, "%s  rejected: table %s is already taken (%s has it)", who, table, by)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, lockkit.ErrNotAcquired):
+		// The table stayed locked through every retry: busy, try again.
+		log.add(start, "%s  rejected: table %s busy (lock held through every retry)", who, table)
+	case err != nil:
+		res.err = err
+	}
+	return res
+}
+
+// timeline collects the lines of concurrent requests, to print in time order.
+type timeline struct {
+	mu    sync.Mutex
+	lines []stamped
+}
+
+type stamped struct {
+	at   time.Duration
+	text string
+}
+
+func (t *timeline) add(start time.Time, format string, args ...any) {
+	at := time.Since(start)
+	t.mu.Lock()
+	t.lines = append(t.lines, stamped{at, fmt.Sprintf(format, args...)})
+	t.mu.Unlock()
+}
+
+func (t *timeline) print(w io.Writer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	slices.SortStableFunc(t.lines, func(a, b stamped) int { return int(a.at - b.at) })
+	for _, l := range t.lines {
+		fmt.Fprintf(w, "   %s %s\n", stamp(l.at), l.text)
+	}
+}
+
+func stamp(d time.Duration) string { return fmt.Sprintf("+%4dms", d.Milliseconds()) }
+
+// stolenLock: A stalls past its TTL, B takes the lock, A wakes up and
+// releases late. The release must not free B's lock.
+func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.Tracer) error {
+	fmt.Fprintln(w, "\n2. The stolen lock: a late release must not free the next holder's lock")
+	fmt.Fprintf(w, "   (replica-A runs with LOCKKIT_TTL_TABLE=%v, the operators' TTL override, so this takes a second, not the schema's 10s)\n", shortTTL)
+	ctx, span := tr.Start(ctx, "stolen lock")
+	defer span.End()
+
+	freeze := &stall{}
+	rdbA := env.NewRedis()
+	rdbA.AddHook(freeze)
+	a, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) { return env.NewClientOn(rdbA) })
+	if err != nil {
+		return err
+	}
+	b, err := env.NewClient()
+	if err != nil {
+		return err
+	}
+	c, err := env.NewClient()
+	if err != nil {
+		return err
+	}
+	la, lb, lc := locks.New(a), locks.New(b), locks.New(c)
+
+	start := time.Now()
+	leaseA, err := la.Table("7").Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("replica-A: %w", err)
+	}
+	fmt.Fprintf(w, "   %s replica-A  acquired %s (fence %d, TTL %v) and starts a slow booking\n", stamp(time.Since(start)), leaseA.Key(), leaseA.Fence(), shortTTL)
+	freeze.stop()
+	fmt.Fprintf(w, "   %s replica-A  stalls (a long GC pause, a slow query): nothing it sends reaches Redis, renewals included\n", stamp(time.Since(start)))
+
+	// B's request arrives meanwhile and waits for the lock.
+	leaseB, err := lb.Table("7").Acquire(ctx)
+	if err != nil {
+		freeze.resume()
+		return fmt.Errorf("replica-B: %w", err)
+	}
+	fmt.Fprintf(w, "   %s replica-B  acquired %s (fence %d) once Redis expired A's key at its TTL\n", stamp(time.Since(start)), leaseB.Key(), leaseB.Fence())
+	// A's runtime gives the lease up at its local deadline, which comes
+	// before the key's expiry in Redis; wait for its timer to have run.
+	select {
+	case <-leaseA.Done():
+	case <-time.After(time.Second):
+	}
+	if !errors.Is(leaseA.Err(), lockkit.ErrLockLost) {
+		freeze.resume()
+		return fmt.Errorf("replica-A's lease after its TTL: Err() = %v, want ErrLockLost", leaseA.Err())
+	}
+
+	freeze.resume()
+	fmt.Fprintf(w, "   %s replica-A  wakes up, finishes its work and releases its lease\n", stamp(time.Since(start)))
+	relErr := leaseA.Release(ctx)
+	if !errors.Is(relErr, lockkit.ErrNotHeld) {
+		return fmt.Errorf("replica-A's late release: %v, want ErrNotHeld", relErr)
+	}
+	fmt.Fprintf(w, "   %s replica-A  release: ErrNotHeld (%v); nothing deleted\n", stamp(time.Since(start)), relErr)
+
+	_, errC := lc.Table("7").TryAcquire(ctx)
+	if !errors.Is(errC, lockkit.ErrNotAcquired) {
+		return fmt.Errorf("replica-C after A's late release: %v, want ErrNotAcquired (B still holds table 7)", errC)
+	}
+	holder, err := env.NewRedis().Get(ctx, leaseB.Key()).Result()
+	if err != nil || holder != leaseB.Token() {
+		return fmt.Errorf("after A's late release %s holds %q (%v), want B's token", leaseB.Key(), holder, err)
+	}
+	fmt.Fprintf(w, "   %s replica-C  tries table 7: ErrNotAcquired; B's lock survives, its token still in %s\n", stamp(time.Since(start)), leaseB.Key())
+	if err := leaseB.Release(ctx); err != nil {
+		return fmt.Errorf("replica-B: %w", err)
+	}
+	fmt.Fprintf(w, "   %s replica-B  done, releases: ok\n", stamp(time.Since(start)))
+	fmt.Fprintln(w, "   why: release is owner-checked, compare token then DEL in one Lua script, and A's token is not B's;")
+	fmt.Fprintln(w, "   a plain DEL would have freed table 7 under B, and C would have taken it too. A learnt at its local")
+	fmt.Fprintln(w, "   deadline that its lease was lost (ErrLockLost, the log line above); the fence (B's is higher) lets the")
+	fmt.Fprintln(w, "   booking store turn away any write A still makes, see examples/fencing.")
+	return nil
+}
+
+// crash: a holder dies without releasing; the next request waits for the
+// TTL to free the table.
+func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, tr trace.Tracer) error {
+	fmt.Fprintln(w, "\n3. Crash: a holder that never releases")
+	fmt.Fprintf(w, "   (replica-D runs with LOCKKIT_TTL_TABLE=%v too)\n", shortTTL)
+	ctx, span := tr.Start(ctx, "crash")
+	defer span.End()
+
+	// A crashed process logs nothing more, so neither does this replica.
+	d, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) {
+		return env.NewClient(lockkit.WithLogger(discardLogger))
+	})
+	if err != nil {
+		return err
+	}
+	e, err := env.NewClient()
+	if err != nil {
+		return err
+	}
+	eve := &replicaSvc{name: "replica-E", table: locks.New(e).Table, db: db}
+
+	start := time.Now()
+	leaseD, err := locks.New(d).Table("3").Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("replica-D: %w", err)
+	}
+	if err := env.Crash(d); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "   %s replica-D  acquired %s (fence %d, TTL %v) for Frank, then crashed before writing: connections gone, no release\n",
+		stamp(time.Since(start)), leaseD.Key(), leaseD.Fence(), shortTTL)
+
+	err = eve.table("3").TryDo(ctx, func(context.Context, *lockkit.Lease) error { return nil })
+	if !errors.Is(err, lockkit.ErrNotAcquired) {
+		return fmt.Errorf("replica-E's first try on table 3, held by the crashed replica: %v, want ErrNotAcquired", err)
+	}
+	left, err := db.rdb.PTTL(ctx, leaseD.Key()).Result()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "   %s replica-E  Eve tries table 3 at once (TryDo): ErrNotAcquired, the dead holder's key has %v to live\n",
+		stamp(time.Since(start)), left.Round(time.Millisecond))
+
+	fmt.Fprintf(w, "   %s replica-E  Eve waits for it (Do, the table domain's retry policy)\n", stamp(time.Since(start)))
+	waitFrom := time.Now()
+	var log timeline
+	res := eve.reserve(ctx, tr, "3", "Eve", start, &log)
+	waited := time.Since(waitFrom)
+	log.print(w)
+	switch {
+	case res.err != nil:
+		return fmt.Errorf("replica-E reserving table 3: %w", res.err)
+	case !res.booked:
+		return errors.New("replica-E could not book table 3 after the crashed holder's TTL")
+	case waited < left-20*time.Millisecond:
+		return fmt.Errorf("replica-E got table 3 after %v, before the crashed holder's key expired (%v left)", waited, left)
+	}
+	if n, err := db.count(ctx, "3"); err != nil || n != 1 {
+		return fmt.Errorf("table 3: %d bookings (%v), want Eve's only", n, err)
+	}
+	fmt.Fprintf(w, "   result: Eve waited %v and got table 3: Redis expired the crashed holder's key at its TTL; nobody had to\n", waited.Round(time.Millisecond))
+	fmt.Fprintln(w, "   clean up. The TTL bounds how long a crash blocks a table, which is why every lock has one.")
+	return nil
+}
+
+// withTableTTL makes a client under LOCKKIT_TTL_TABLE=ttl, the environment
+// override that lockkit.New reads once, and puts the variable back.
+func withTableTTL(ttl time.Duration, mk func() (*lockkit.Client, error)) (*lockkit.Client, error) {
+	const name = lockkit.EnvTTLPrefix + "TABLE"
+	old, had := os.LookupEnv(name)
+	if err := os.Setenv(name, ttl.String()); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if had {
+			os.Setenv(name, old)
+		} else {
+			os.Unsetenv(name)
+		}
+	}()
+	return mk()
+}
+
+// stall is a go-redis hook that holds every command of its client while
+// stopped, as a paused process or a stalled network would: nothing reaches
+// Redis until resume, or until the command's ctx ends.
+type stall struct {
+	mu      sync.Mutex
+	stopped chan struct{} // closed on resume; nil while running
+}
+
+func (s *stall) stop() {
+	s.mu.Lock()
+	s.stopped = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *stall) resume() {
+	s.mu.Lock()
+	if s.stopped != nil {
+		close(s.stopped)
+		s.stopped = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *stall) wait(ctx context.Context) error {
+	s.mu.Lock()
+	ch := s.stopped
+	s.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *stall) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *stall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := s.wait(ctx); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (s *stall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := s.wait(ctx); err != nil {
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// database is the booking store: a Redis list of guests per table. Its
+// writes are guarded by nothing but the lock.
+type database struct{ rdb *redis.Client }
+
+func bookingsKey(table string) string { return "lockkit-example:booking:table:" + table }
+
+// reset clears the demo's bookings, so that the example can run again on
+// the same server.
+func (d *database) reset(ctx context.Context, tables ...string) error {
+	keys := make([]string, len(tables))
+	for i, t := range tables {
+		keys[i] = bookingsKey(t)
+	}
+	return d.rdb.Del(ctx, keys...).Err()
+}
+
+// book books table for guest if nobody has it: read, work, write, in three
+// steps. Two requests that run it at the same time both find the table free
+// and both write; only a lock around it keeps that from happening. It
+// returns whether it booked, or who has the table.
+func (d *database) book(ctx context.Context, table, guest string) (booked bool, holder string, err error) {
+	holder, err = d.rdb.LIndex(ctx, bookingsKey(table), 0).Result()
+	switch {
+	case err == nil:
+		return false, holder, nil
+	case err != redis.Nil:
+		return false, "", err
+	}
+	time.Sleep(writeDelay)
+	if err := d.rdb.RPush(ctx, bookingsKey(table), guest).Err(); err != nil {
+		return false, "", err
+	}
+	return true, guest, nil
+}
+
+func (d *database) count(ctx context.Context, table string) (int64, error) {
+	return d.rdb.LLen(ctx, bookingsKey(table)).Result()
+}
+
+var discardLogger = slog.New(slog.DiscardHandler)

@@ -1,0 +1,93 @@
+// Command renewer holds one lock of the table domain for longer than its
+// renew interval, with telemetry.Setup exporting its traces, so that the
+// end-to-end test in internal/e2e finds successful lockkit.renew spans in
+// Jaeger. The booking example's holds are too short to renew.
+//
+//	REDIS_URL=redis://127.0.0.1:6379 OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318 \
+//		go run ./internal/e2e/cmd/renewer
+//
+// It runs under LOCKKIT_TTL_TABLE (default here 900ms, so renewals come every
+// 300ms) and holds the lock for -hold (default 1s). It exits non-zero if
+// export is not configured or anything fails.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lockkit/lockkit/examples/locks"
+	"github.com/lockkit/lockkit/lockkit"
+	"github.com/lockkit/lockkit/telemetry"
+)
+
+func main() {
+	hold := flag.Duration("hold", time.Second, "how long to hold the lock")
+	table := flag.String("table", "e2e-renew", "the table id to lock")
+	flag.Parse()
+	if err := run(*hold, *table); err != nil {
+		fmt.Fprintln(os.Stderr, "renewer:", err)
+		os.Exit(1)
+	}
+}
+
+func run(hold time.Duration, table string) (err error) {
+	ctx := context.Background()
+	if !telemetry.ExportConfigured() {
+		return errors.New("no OTLP export configured: set OTEL_EXPORTER_OTLP_ENDPOINT")
+	}
+	shutdown, err := telemetry.Setup(ctx, "lockkit-renewer")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, shutdown(sctx))
+	}()
+
+	if os.Getenv(lockkit.EnvTTLPrefix+"TABLE") == "" {
+		if err := os.Setenv(lockkit.EnvTTLPrefix+"TABLE", "900ms"); err != nil {
+			return err
+		}
+	}
+	opts, err := redis.ParseURL(os.Getenv("REDIS_URL"))
+	if err != nil {
+		return fmt.Errorf("REDIS_URL: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	c, err := lockkit.New(rdb)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = errors.Join(err, c.Close(cctx))
+	}()
+
+	tr := otel.Tracer("github.com/lockkit/lockkit/internal/e2e/cmd/renewer")
+	ctx, span := tr.Start(ctx, "long job", trace.WithAttributes(attribute.String("table", table)))
+	defer span.End()
+	return locks.New(c).Table(table).Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
+		_, work := tr.Start(ctx, "work")
+		defer work.End()
+		select {
+		case <-time.After(hold):
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		fmt.Printf("held %s for %v (fence %d)\n", lease.Key(), hold, lease.Fence())
+		return nil
+	})
+}
