@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -188,15 +189,9 @@ func (o nodeOutcome) String() string {
 }
 
 // nodeReporter is implemented by backends whose acquisitions span several
-// independent nodes. The acquire path can use it instead of acquire to attach
-// each node's outcome to its span:
-//
-//	if nr, ok := be.(nodeReporter); ok {
-//		fence, nodes, err = nr.acquireNodes(ctx, key, token, p)
-//		for i, o := range nodes { span.SetAttributes(... o.Node, o.Result.String(), o.Latency ...) }
-//	}
-//
-// The returned slice is owned by the caller and not changed afterwards.
+// independent nodes: acquireNodes also returns each node's outcome (acquire
+// records them on the acquire span). The returned slice is owned by the
+// caller and not changed afterwards.
 type nodeReporter interface {
 	acquireNodes(ctx context.Context, key, token string, p *Policy) (int64, []nodeOutcome, error)
 }
@@ -217,8 +212,13 @@ func (b *redlockBackend) breakers() []*breaker.Breaker {
 	return out
 }
 
+// acquire is one attempt; each node's outcome becomes a
+// lockkit.redlock.node event on the acquire span in ctx.
 func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Policy) (int64, error) {
-	_, _, err := b.acquireNodes(ctx, key, token, p)
+	_, nodes, err := b.acquireNodes(ctx, key, token, p)
+	for _, o := range nodes {
+		telemetry.RedlockNode(ctx, o.Node, o.Result.String(), o.Latency, o.Err)
+	}
 	return 0, err
 }
 

@@ -1083,3 +1083,42 @@ func TestTelemetryRenewCutShortByRelease(t *testing.T) {
 	wantStatus(t, rn, codes.Unset, "")
 	wantPoints(t, g.metrics(t), telemetry.MetricRenewals, map[string]telPoint{byOutcome("canceled"): {sum: 1}})
 }
+
+// A Redlock acquire span carries one lockkit.redlock.node event per node:
+// its address, its answer and how long it took.
+func TestTelemetryRedlockNodeEvents(t *testing.T) {
+	nodes := redlockNodes(t, 3)
+	rdbs := []redis.UniversalClient{nodes[1].Client(t), nodes[2].Client(t)}
+	nodes[2].Kill(t)
+	g := newTelRigOver(t, nodes[0].Client(t), WithRedlock(rdbs...))
+	l := lockOn(testDomain(t, g.c, Policy{TTL: 2 * time.Second}), "x")
+	if err := l.Do(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
+		t.Fatalf("Do with 2 of 3 nodes up: %v", err)
+	}
+	acq := g.one(t, "lockkit.acquire test")
+	results := map[string]string{}
+	for _, ev := range acq.Events {
+		if ev.Name != telemetry.EventRedlockNode {
+			continue
+		}
+		var node, result string
+		for _, kv := range ev.Attributes {
+			switch kv.Key {
+			case telemetry.AttrBreakerNode:
+				node = kv.Value.AsString()
+			case telemetry.AttrNodeResult:
+				result = kv.Value.AsString()
+			}
+		}
+		results[node] = result
+	}
+	want := map[string]string{nodes[0].Addr(): "ok", nodes[1].Addr(): "ok", nodes[2].Addr(): "failed"}
+	if len(results) != 3 {
+		t.Fatalf("node events %v, want one per node: %v", results, want)
+	}
+	for node, r := range want {
+		if results[node] != r && !(r == "failed" && results[node] == "pending") {
+			t.Errorf("node %s: %q, want %q (events %v)", node, results[node], r, results)
+		}
+	}
+}

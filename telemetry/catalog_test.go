@@ -26,6 +26,7 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 	actx := hold.StartAcquire(hctx)
 	hold.Retry(1, time.Millisecond, OutcomeContended)
 	BreakerChanged(actx, "node-1", "closed", "open") // the attempt tripped a breaker
+	RedlockNode(actx, "node-1", "failed", time.Millisecond, errBoom)
 	hold.EndAcquire(AcquireResult{Outcome: OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
 	_, rn := hold.StartRenew(ctx)
 	rn.End(OutcomeRefused, errBoom)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"reflect"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -184,6 +185,21 @@ func BreakerChanged(ctx context.Context, node, from, to string) {
 		return
 	}
 	s.AddEvent(EventBreakerChange, trace.WithAttributes(AttrBreakerNode.String(node), AttrBreakerFrom.String(from), AttrBreakerTo.String(to)))
+}
+
+// RedlockNode adds a lockkit.redlock.node event to the span in ctx (a
+// Redlock acquire span): what one node answered and how fast. It does
+// nothing when that span is not recording.
+func RedlockNode(ctx context.Context, node, result string, latency time.Duration, err error) {
+	s := trace.SpanFromContext(ctx)
+	if !s.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{AttrBreakerNode.String(node), AttrNodeResult.String(result), AttrNodeLatency.Float64(latency.Seconds())}
+	if err != nil {
+		attrs = append(attrs, AttrErrorType.String(result))
+	}
+	s.AddEvent(EventRedlockNode, trace.WithAttributes(attrs...))
 }
 
 // tracer returns the tracer a new hold uses, or nil when tracing is off. Starting a

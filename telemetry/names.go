@@ -42,6 +42,9 @@ const (
 	// EventBreakerChange is added to the span of the operation whose outcome
 	// changed a circuit breaker's state (e.g. the acquire that tripped it).
 	EventBreakerChange = "lockkit.breaker.change"
+	// EventRedlockNode is added to a Redlock acquire span once per node and
+	// attempt: what that node answered.
+	EventRedlockNode = "lockkit.redlock.node"
 )
 
 // Attribute keys.
@@ -67,6 +70,10 @@ const (
 	// AttrBreakerFrom and AttrBreakerTo are a breaker state change's states:
 	// closed, half-open or open.
 	AttrBreakerFrom = attribute.Key("lockkit.breaker.from")
+	// AttrNodeResult is a Redlock node's answer to one acquire attempt.
+	AttrNodeResult = attribute.Key("lockkit.node.result")
+	// AttrNodeLatency is how long that answer took, in seconds.
+	AttrNodeLatency = attribute.Key("lockkit.node.latency")
 	AttrBreakerTo   = attribute.Key("lockkit.breaker.to")
 	// AttrBreakerNode names the backend node a circuit breaker guards.
 	AttrBreakerNode = attribute.Key("lockkit.breaker.node")
@@ -168,6 +175,7 @@ func Catalog() []Entry {
 		{Kind: KindEvent, Name: EventAcquireTimeout, Description: "On the acquire span when the max wait or the ctx deadline ended it: lockkit.attempts, lockkit.acquire.wait."},
 		{Kind: KindEvent, Name: EventAcquireExhausted, Description: "On the acquire span when the max attempts ended it: lockkit.attempts, lockkit.acquire.wait."},
 		{Kind: KindEvent, Name: EventLeaseLost, Description: "On the hold span when the lease is lost: lockkit.lost.cause."},
+		{Kind: KindEvent, Name: EventRedlockNode, Description: "On a Redlock acquire span, one per node and attempt: lockkit.breaker.node (the node), lockkit.node.result, lockkit.node.latency, and error.type when it failed."},
 		{Kind: KindEvent, Name: EventBreakerChange, Description: "On the span of the operation that changed a circuit breaker's state: lockkit.breaker.node, lockkit.breaker.from, lockkit.breaker.to."},
 
 		{Kind: KindAttribute, Name: string(AttrDomain), Type: "string", Description: "The lock domain's name; on every span and metric."},
@@ -179,7 +187,9 @@ func Catalog() []Entry {
 		{Kind: KindAttribute, Name: string(AttrRetryAttempt), Type: "int", Description: "The number (from 1) of the attempt being retried, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(AttrRetryBackoff), Type: "double", Description: "The backoff before the next attempt, in seconds, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(AttrLostCause), Type: "string", Values: causes, Description: "Why the lease was lost, on the lockkit.lease.lost event, the hold span and lockkit.leases.lost."},
-		{Kind: KindAttribute, Name: string(AttrBreakerNode), Type: "string", Description: "The backend node a circuit breaker guards, on lockkit.breaker.state."},
+		{Kind: KindAttribute, Name: string(AttrBreakerNode), Type: "string", Description: "A backend node: on lockkit.breaker.state (the node its breaker guards), lockkit.breaker.change and lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker-open", "pending"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(AttrNodeLatency), Type: "double", Description: "How long a Redlock node took to answer, in seconds (0 while pending), on lockkit.redlock.node events."},
 		{Kind: KindAttribute, Name: string(AttrBreakerFrom), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker left, on lockkit.breaker.change events."},
 		{Kind: KindAttribute, Name: string(AttrBreakerTo), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker entered, on lockkit.breaker.change events."},
 		{Kind: KindAttribute, Name: string(AttrErrorType), Type: "string", Description: "On failed spans only: the failure's outcome name, or _OTHER."},
