@@ -33,22 +33,7 @@ import (
 	"github.com/lockkit/lockkit/lockkit"
 )
 
-func main() {
-	ctx := context.Background()
-	env, err := exampleenv.Open(ctx, "lockkit-example-booking", os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "booking:", err)
-		os.Exit(1)
-	}
-	err = run(ctx, env.Out, env)
-	if cerr := env.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "booking:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("booking", run) }
 
 const (
 	// writeDelay is the work between reading a table's bookings and writing
@@ -258,7 +243,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	ctx, span := tr.Start(ctx, "stolen lock")
 	defer span.End()
 
-	freeze := &stall{}
+	freeze := &exampleenv.Freeze{}
 	rdbA := env.NewRedis()
 	rdbA.AddHook(freeze)
 	a, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) { return env.NewClientOn(rdbA) })
@@ -281,13 +266,13 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 		return fmt.Errorf("replica-A: %w", err)
 	}
 	fmt.Fprintf(w, "   %s replica-A  acquired %s (fence %d, TTL %v) and starts a slow booking\n", stamp(time.Since(start)), leaseA.Key(), leaseA.Fence(), shortTTL)
-	freeze.stop()
+	freeze.Stop()
 	fmt.Fprintf(w, "   %s replica-A  stalls (a long GC pause, a slow query): nothing it sends reaches Redis, renewals included\n", stamp(time.Since(start)))
 
 	// B's request arrives meanwhile and waits for the lock.
 	leaseB, err := lb.Table("7").Acquire(ctx)
 	if err != nil {
-		freeze.resume()
+		freeze.Resume()
 		return fmt.Errorf("replica-B: %w", err)
 	}
 	fmt.Fprintf(w, "   %s replica-B  acquired %s (fence %d) once Redis expired A's key at its TTL\n", stamp(time.Since(start)), leaseB.Key(), leaseB.Fence())
@@ -298,11 +283,11 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	case <-time.After(time.Second):
 	}
 	if !errors.Is(leaseA.Err(), lockkit.ErrLockLost) {
-		freeze.resume()
+		freeze.Resume()
 		return fmt.Errorf("replica-A's lease after its TTL: Err() = %v, want ErrLockLost", leaseA.Err())
 	}
 
-	freeze.resume()
+	freeze.Resume()
 	fmt.Fprintf(w, "   %s replica-A  wakes up, finishes its work and releases its lease\n", stamp(time.Since(start)))
 	relErr := leaseA.Release(ctx)
 	if !errors.Is(relErr, lockkit.ErrNotHeld) {
@@ -411,68 +396,6 @@ func withTableTTL(ttl time.Duration, mk func() (*lockkit.Client, error)) (*lockk
 		}
 	}()
 	return mk()
-}
-
-// stall is a go-redis hook that holds every command of its client while
-// stopped, as a paused process or a stalled network would: nothing reaches
-// Redis until resume, or until the command's ctx ends.
-type stall struct {
-	mu      sync.Mutex
-	stopped chan struct{} // closed on resume; nil while running
-}
-
-func (s *stall) stop() {
-	s.mu.Lock()
-	s.stopped = make(chan struct{})
-	s.mu.Unlock()
-}
-
-func (s *stall) resume() {
-	s.mu.Lock()
-	if s.stopped != nil {
-		close(s.stopped)
-		s.stopped = nil
-	}
-	s.mu.Unlock()
-}
-
-func (s *stall) wait(ctx context.Context) error {
-	s.mu.Lock()
-	ch := s.stopped
-	s.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (s *stall) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s *stall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := s.wait(ctx); err != nil {
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (s *stall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := s.wait(ctx); err != nil {
-			for _, c := range cmds {
-				c.SetErr(err)
-			}
-			return err
-		}
-		return next(ctx, cmds)
-	}
 }
 
 // database is the booking store: a Redis list of guests per table. Its

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,22 +29,7 @@ import (
 	"github.com/lockkit/lockkit/lockkit"
 )
 
-func main() {
-	ctx := context.Background()
-	env, err := exampleenv.Open(ctx, "lockkit-example-digest", os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "digest:", err)
-		os.Exit(1)
-	}
-	err = run(ctx, env.Out, env)
-	if cerr := env.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "digest:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("digest", run) }
 
 const (
 	// jobTime is how long the hourly digest job runs: long enough that

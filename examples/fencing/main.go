@@ -28,12 +28,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/examples/internal/exampleenv"
 	"github.com/lockkit/lockkit/examples/locks"
 	"github.com/lockkit/lockkit/lockkit"
 )
@@ -91,7 +91,7 @@ func startMiniredis() (*miniredis.Miniredis, error) {
 func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	rdbA := redis.NewClient(opts)
 	defer rdbA.Close()
-	pauseA := &pauser{}
+	pauseA := &exampleenv.Freeze{}
 	rdbA.AddHook(pauseA)
 	rdbB := redis.NewClient(opts)
 	defer rdbB.Close()
@@ -122,7 +122,7 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	// 2. A is paused. In one process we cannot freeze A's goroutines, so
 	// A's connection is frozen instead: its renewals stop reaching Redis,
 	// as they would if the whole process were stopped.
-	pauseA.pause()
+	pauseA.Stop()
 	paused := time.Now()
 	fmt.Fprintln(w, "A pauses (a GC pause, SIGSTOP, a slow disk): its renewals stop")
 	select {
@@ -151,7 +151,7 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	}
 
 	// 4. A wakes up and writes, unaware that its lease is gone.
-	pauseA.resume()
+	pauseA.Resume()
 	fmt.Fprintf(w, "A wakes up after %v and books the table with fence %d\n", time.Since(paused).Round(time.Millisecond), fenceA)
 	err = lockkit.FencedSet(ctx, rdbA, bookingKey, "guest A", fenceA)
 	if !errors.Is(err, lockkit.ErrFenced) {
@@ -168,70 +168,4 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	}
 	fmt.Fprintf(w, "%s holds %q with fence %d\n", bookingKey, guest, fence)
 	return nil
-}
-
-// pauser is a go-redis hook that freezes a client's commands, as stopping
-// its process would: while paused, every command waits until resume or
-// until its ctx ends.
-type pauser struct {
-	mu     sync.Mutex
-	cancel context.CancelFunc // ends the pause
-	done   <-chan struct{}    // nil while running
-}
-
-func (p *pauser) pause() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		p.done, p.cancel = ctx.Done(), cancel
-	}
-}
-
-func (p *pauser) resume() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done != nil {
-		p.cancel()
-		p.done, p.cancel = nil, nil
-	}
-}
-
-func (p *pauser) wait(ctx context.Context) error {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (p *pauser) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (p *pauser) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := p.wait(ctx); err != nil {
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (p *pauser) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := p.wait(ctx); err != nil {
-			for _, c := range cmds {
-				c.SetErr(err)
-			}
-			return err
-		}
-		return next(ctx, cmds)
-	}
 }

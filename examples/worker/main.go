@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -30,22 +29,7 @@ import (
 	"github.com/lockkit/lockkit/lockkit"
 )
 
-func main() {
-	ctx := context.Background()
-	env, err := exampleenv.Open(ctx, "lockkit-example-worker", os.Stdout)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-	err = run(ctx, env.Out, env)
-	if cerr := env.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("worker", run) }
 
 const (
 	jobID = "job-42"

@@ -287,3 +287,23 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// Main is an example's main: it opens the Env for the example called name
+// (service "lockkit-example-<name>"), runs run with the Env's output, closes
+// the Env, and exits 1 with the error when either failed.
+func Main(name string, run func(ctx context.Context, w io.Writer, env *Env) error) {
+	ctx := context.Background()
+	env, err := Open(ctx, "lockkit-example-"+name, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+	err = run(ctx, env.Out, env)
+	if cerr := env.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
