@@ -625,21 +625,6 @@ func pollFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	}
 }
 
-// newClientOver is newClient over a given go-redis client.
-func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Client {
-	t.Helper()
-	c, err := New(rdb, append([]Option{WithLogger(testLogger(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
-}
-
 // startToxiproxy runs an in-process toxiproxy on a free loopback port in
 // front of upstream; proxy.Listen is its address.
 func startToxiproxy(t *testing.T, upstream string) *toxiproxy.Proxy {

@@ -6,7 +6,6 @@ package lockkit
 // whole-cluster breaker is open.
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -21,12 +20,8 @@ func TestClusterColdClientBreakerOpenFailsFast(t *testing.T) {
 		n.Pause(t)
 	}
 	rec := &transitionLog{}
-	c, err := New(cl.Client(t), WithLogger(testLogger(t)), WithCommandTimeout(200*time.Millisecond),
+	c := newClientOver(t, cl.Client(t), WithCommandTimeout(200*time.Millisecond),
 		WithBreaker(breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: time.Minute, OnStateChange: rec.record}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
 	d := testDomain(t, c, Policy{TTL: 2 * time.Second})
 	for i := range 3 { // trip it
 		_, err := lockOn(d, "k").TryAcquire(t.Context())
@@ -36,7 +31,7 @@ func TestClusterColdClientBreakerOpenFailsFast(t *testing.T) {
 		t.Fatalf("breaker not open: %s", rec.String())
 	}
 	start := time.Now()
-	_, err = lockOn(d, "k").TryAcquire(t.Context())
+	_, err := lockOn(d, "k").TryAcquire(t.Context())
 	took := time.Since(start)
 	if !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("breaker open: %v", err)

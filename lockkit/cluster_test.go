@@ -26,9 +26,9 @@ func clusterMasterOf(t *testing.T, cc *redis.ClusterClient, key string) string {
 func TestClusterSpread(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c := clientOver(t, cc)
+	c := newClientOver(t, cc)
 	d := testDomain(t, c, Policy{TTL: 5 * time.Second})
-	other := testDomain(t, clientOver(t, cl.Client(t)), Policy{TTL: 5 * time.Second})
+	other := testDomain(t, newClientOver(t, cl.Client(t)), Policy{TTL: 5 * time.Second})
 	direct := map[string]*redis.Client{}
 	for _, n := range cl.Nodes() {
 		direct[n.Addr()] = n.Client(t)
@@ -90,7 +90,7 @@ func TestClusterSpread(t *testing.T) {
 func TestClusterFenceSameSlot(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	d := testDomain(t, clientOver(t, cc), Policy{TTL: 5 * time.Second, Fencing: true})
+	d := testDomain(t, newClientOver(t, cc), Policy{TTL: 5 * time.Second, Fencing: true})
 	ids := []string{"", "{", "}", "{}", "}{", "a{b}c", "{a}:{b}", ":", "::fence", "x:fence}", "%7B", "ключ", "锁{", "🔒}:{", "{{{}}}", "tab\tnl\n"}
 	masters := map[string]bool{}
 	for _, id := range ids {
@@ -133,7 +133,7 @@ func TestClusterFenceSameSlot(t *testing.T) {
 func TestClusterReshardMoved(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c := clientOver(t, cc)
+	c := newClientOver(t, cc)
 	d := testDomain(t, c, Policy{TTL: 5 * time.Second, RenewInterval: -1, Fencing: true})
 	l := lockOn(d, "moving")
 	lease, err := l.TryAcquire(t.Context())
@@ -223,7 +223,7 @@ func TestClusterReshardMoved(t *testing.T) {
 			t.Fatalf("3s after MOVED the client still maps slot %d to %s, not %s", slot, clusterMasterOf(t, cc, l.Key()), dst.Addr())
 		}
 	}
-	if _, err := lockOn(testDomain(t, clientOver(t, cl.Client(t)), d.policy), "moving").TryAcquire(t.Context()); err != ErrNotAcquired {
+	if _, err := lockOn(testDomain(t, newClientOver(t, cl.Client(t)), d.policy), "moving").TryAcquire(t.Context()); err != ErrNotAcquired {
 		t.Fatalf("contender after the move: %v, want ErrNotAcquired", err)
 	}
 	if err := lease.Release(t.Context()); err != nil {

@@ -23,8 +23,14 @@ func fakeUniversal(t *testing.T) redis.UniversalClient {
 // replica of a service would have. It is closed when the test ends.
 func newClient(t *testing.T, r *testserver.Redis, opts ...Option) *Client {
 	t.Helper()
-	opts = append([]Option{WithLogger(testLogger(t))}, opts...)
-	c, err := New(r.Client(t), opts...)
+	return newClientOver(t, r.Client(t), opts...)
+}
+
+// newClientOver is newClient over a given go-redis client (Sentinel,
+// Cluster, a proxied one).
+func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(rdb, append([]Option{WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

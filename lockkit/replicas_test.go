@@ -1,7 +1,6 @@
 package lockkit
 
 import (
-	"context"
 	"errors"
 	"strconv"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/redis/go-redis/v9"
 )
 
 // replicaPolicy waits for one replica for up to 50ms.
@@ -112,9 +110,9 @@ func TestReplicaWait(t *testing.T) {
 func TestReplicaWaitCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c := clientOver(t, cc)
+	c := newClientOver(t, cc)
 	d := testDomain(t, c, replicaPolicy())
-	plain := testDomain(t, clientOver(t, cc), Policy{TTL: 5 * time.Second})
+	plain := testDomain(t, newClientOver(t, cc), Policy{TTL: 5 * time.Second})
 	masters := map[string]bool{}
 	for i := 0; len(masters) < 3; i++ {
 		if i > 1000 {
@@ -166,20 +164,4 @@ func replicasInSync(t *testing.T, primary *testserver.Redis, n int) {
 		}
 	}
 	t.Fatalf("only %d of %d replicas acknowledge writes 10s after they linked up", acked, n)
-}
-
-// clientOver is a lockkit client over a given go-redis client (Sentinel,
-// Cluster), closed when the test ends.
-func clientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Client {
-	t.Helper()
-	c, err := New(rdb, append([]Option{WithLogger(testLogger(t))}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	return c
 }

@@ -163,7 +163,7 @@ func runSentinelFailover(t *testing.T, tc sentinelCase) {
 	}
 	var domains []*Domain
 	for range 4 {
-		c := clientOver(t, sentinel.FailoverClient(t),
+		c := newClientOver(t, sentinel.FailoverClient(t),
 			WithCommandTimeout(200*time.Millisecond),
 			WithBreaker(breaker.Settings{OpenTimeout: 100 * time.Millisecond}))
 		domains = append(domains, testDomain(t, c, policy))

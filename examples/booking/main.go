@@ -19,7 +19,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,12 +103,12 @@ func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, t
 	// Now with the lock, on table 12.
 	fmt.Fprintln(w, "   with locks.Table(\"12\").Do around the same code: Charlie's click reached replica-1 and replica-3, Diana's replica-2 and replica-4")
 	start := time.Now()
-	var log timeline
+	var log exampleenv.Timeline
 	results := make([]result, 4)
 	fire(4, func(i int) {
 		results[i] = replicas[i].reserve(ctx, tr, "12", guestOf(i), start, &log)
 	})
-	log.print(w)
+	log.Print(w)
 
 	var winners []string
 	rejected := 0
@@ -176,64 +175,35 @@ type result struct {
 
 // reserve is the request handler: under the table's lock, book the table if
 // it is free.
-func (r *replicaSvc) reserve(ctx context.Context, tr trace.Tracer, table, guest string, start time.Time, log *timeline) result {
+func (r *replicaSvc) reserve(ctx context.Context, tr trace.Tracer, table, guest string, start time.Time, log *exampleenv.Timeline) result {
 	ctx, span := tr.Start(ctx, "reserve table", trace.WithAttributes(
 		attribute.String("table", table), attribute.String("guest", guest), attribute.String("replica", r.name)))
 	defer span.End()
 	res := result{replica: r.name, guest: guest}
 	who := fmt.Sprintf("%-9s  %-7s", r.name, guest)
 	err := r.table(table).Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
-		log.add(start, "%s  acquired %s (fence %d)", who, lease.Key(), lease.Fence())
+		log.Add(start, "%s  acquired %s (fence %d)", who, lease.Key(), lease.Fence())
 		ok, by, err := r.db.book(ctx, table, guest)
 		switch {
 		case err != nil:
 			return err
 		case ok:
 			res.booked = true
-			log.add(start, "%s  booked table %s for %s", who, table, guest)
+			log.Add(start, "%s  booked table %s for %s", who, table, guest)
 		default:
-			log.add(start, "%s  rejected: table %s is already taken (%s has it)", who, table, by)
+			log.Add(start, "%s  rejected: table %s is already taken (%s has it)", who, table, by)
 		}
 		return nil
 	})
 	switch {
 	case errors.Is(err, lockkit.ErrNotAcquired):
 		// The table stayed locked through every retry: busy, try again.
-		log.add(start, "%s  rejected: table %s busy (lock held through every retry)", who, table)
+		log.Add(start, "%s  rejected: table %s busy (lock held through every retry)", who, table)
 	case err != nil:
 		res.err = err
 	}
 	return res
 }
-
-// timeline collects the lines of concurrent requests, to print in time order.
-type timeline struct {
-	mu    sync.Mutex
-	lines []stamped
-}
-
-type stamped struct {
-	at   time.Duration
-	text string
-}
-
-func (t *timeline) add(start time.Time, format string, args ...any) {
-	at := time.Since(start)
-	t.mu.Lock()
-	t.lines = append(t.lines, stamped{at, fmt.Sprintf(format, args...)})
-	t.mu.Unlock()
-}
-
-func (t *timeline) print(w io.Writer) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	slices.SortStableFunc(t.lines, func(a, b stamped) int { return int(a.at - b.at) })
-	for _, l := range t.lines {
-		fmt.Fprintf(w, "   %s %s\n", stamp(l.at), l.text)
-	}
-}
-
-func stamp(d time.Duration) string { return fmt.Sprintf("+%4dms", d.Milliseconds()) }
 
 // stolenLock: A stalls past its TTL, B takes the lock, A wakes up and
 // releases late. The release must not free B's lock.
@@ -265,9 +235,9 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	if err != nil {
 		return fmt.Errorf("replica-A: %w", err)
 	}
-	fmt.Fprintf(w, "   %s replica-A  acquired %s (fence %d, TTL %v) and starts a slow booking\n", stamp(time.Since(start)), leaseA.Key(), leaseA.Fence(), shortTTL)
+	fmt.Fprintf(w, "   %s replica-A  acquired %s (fence %d, TTL %v) and starts a slow booking\n", exampleenv.Stamp(time.Since(start)), leaseA.Key(), leaseA.Fence(), shortTTL)
 	freeze.Stop()
-	fmt.Fprintf(w, "   %s replica-A  stalls (a long GC pause, a slow query): nothing it sends reaches Redis, renewals included\n", stamp(time.Since(start)))
+	fmt.Fprintf(w, "   %s replica-A  stalls (a long GC pause, a slow query): nothing it sends reaches Redis, renewals included\n", exampleenv.Stamp(time.Since(start)))
 
 	// B's request arrives meanwhile and waits for the lock.
 	leaseB, err := lb.Table("7").Acquire(ctx)
@@ -275,7 +245,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 		freeze.Resume()
 		return fmt.Errorf("replica-B: %w", err)
 	}
-	fmt.Fprintf(w, "   %s replica-B  acquired %s (fence %d) once Redis expired A's key at its TTL\n", stamp(time.Since(start)), leaseB.Key(), leaseB.Fence())
+	fmt.Fprintf(w, "   %s replica-B  acquired %s (fence %d) once Redis expired A's key at its TTL\n", exampleenv.Stamp(time.Since(start)), leaseB.Key(), leaseB.Fence())
 	// A's runtime gives the lease up at its local deadline, which comes
 	// before the key's expiry in Redis; wait for its timer to have run.
 	select {
@@ -288,12 +258,12 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	}
 
 	freeze.Resume()
-	fmt.Fprintf(w, "   %s replica-A  wakes up, finishes its work and releases its lease\n", stamp(time.Since(start)))
+	fmt.Fprintf(w, "   %s replica-A  wakes up, finishes its work and releases its lease\n", exampleenv.Stamp(time.Since(start)))
 	relErr := leaseA.Release(ctx)
 	if !errors.Is(relErr, lockkit.ErrNotHeld) {
 		return fmt.Errorf("replica-A's late release: %v, want ErrNotHeld", relErr)
 	}
-	fmt.Fprintf(w, "   %s replica-A  release: ErrNotHeld (%v); nothing deleted\n", stamp(time.Since(start)), relErr)
+	fmt.Fprintf(w, "   %s replica-A  release: ErrNotHeld (%v); nothing deleted\n", exampleenv.Stamp(time.Since(start)), relErr)
 
 	_, errC := lc.Table("7").TryAcquire(ctx)
 	if !errors.Is(errC, lockkit.ErrNotAcquired) {
@@ -303,11 +273,11 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	if err != nil || holder != leaseB.Token() {
 		return fmt.Errorf("after A's late release %s holds %q (%v), want B's token", leaseB.Key(), holder, err)
 	}
-	fmt.Fprintf(w, "   %s replica-C  tries table 7: ErrNotAcquired; B's lock survives, its token still in %s\n", stamp(time.Since(start)), leaseB.Key())
+	fmt.Fprintf(w, "   %s replica-C  tries table 7: ErrNotAcquired; B's lock survives, its token still in %s\n", exampleenv.Stamp(time.Since(start)), leaseB.Key())
 	if err := leaseB.Release(ctx); err != nil {
 		return fmt.Errorf("replica-B: %w", err)
 	}
-	fmt.Fprintf(w, "   %s replica-B  done, releases: ok\n", stamp(time.Since(start)))
+	fmt.Fprintf(w, "   %s replica-B  done, releases: ok\n", exampleenv.Stamp(time.Since(start)))
 	fmt.Fprintln(w, "   why: release is owner-checked, compare token then DEL in one Lua script, and A's token is not B's;")
 	fmt.Fprintln(w, "   a plain DEL would have freed table 7 under B, and C would have taken it too. A learnt at its local")
 	fmt.Fprintln(w, "   deadline that its lease was lost (ErrLockLost, the log line above); the fence (B's is higher) lets the")
@@ -345,7 +315,7 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 		return err
 	}
 	fmt.Fprintf(w, "   %s replica-D  acquired %s (fence %d, TTL %v) for Frank, then crashed before writing: connections gone, no release\n",
-		stamp(time.Since(start)), leaseD.Key(), leaseD.Fence(), shortTTL)
+		exampleenv.Stamp(time.Since(start)), leaseD.Key(), leaseD.Fence(), shortTTL)
 
 	err = eve.table("3").TryDo(ctx, func(context.Context, *lockkit.Lease) error { return nil })
 	if !errors.Is(err, lockkit.ErrNotAcquired) {
@@ -356,14 +326,14 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 		return err
 	}
 	fmt.Fprintf(w, "   %s replica-E  Eve tries table 3 at once (TryDo): ErrNotAcquired, the dead holder's key has %v to live\n",
-		stamp(time.Since(start)), left.Round(time.Millisecond))
+		exampleenv.Stamp(time.Since(start)), left.Round(time.Millisecond))
 
-	fmt.Fprintf(w, "   %s replica-E  Eve waits for it (Do, the table domain's retry policy)\n", stamp(time.Since(start)))
+	fmt.Fprintf(w, "   %s replica-E  Eve waits for it (Do, the table domain's retry policy)\n", exampleenv.Stamp(time.Since(start)))
 	waitFrom := time.Now()
-	var log timeline
+	var log exampleenv.Timeline
 	res := eve.reserve(ctx, tr, "3", "Eve", start, &log)
 	waited := time.Since(waitFrom)
-	log.print(w)
+	log.Print(w)
 	switch {
 	case res.err != nil:
 		return fmt.Errorf("replica-E reserving table 3: %w", res.err)

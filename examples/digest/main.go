@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -69,7 +68,7 @@ func hourly(ctx context.Context, w io.Writer, env *exampleenv.Env, st *store, tr
 	}
 
 	start := time.Now()
-	var log timeline
+	var log exampleenv.Timeline
 	outcomes := make([]string, len(replicas))
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -91,9 +90,9 @@ func hourly(ctx context.Context, w io.Writer, env *exampleenv.Env, st *store, tr
 			break
 		}
 	}
-	log.add(start, "%s  restarts; its scheduler fires hour %d again", restarted.name, hour)
+	log.Add(start, "%s  restarts; its scheduler fires hour %d again", restarted.name, hour)
 	late := restarted.fire(ctx, hour, start, &log)
-	log.print(w)
+	log.Print(w)
 
 	runs, err := st.runs(ctx, hour)
 	if err != nil {
@@ -131,7 +130,7 @@ type replica struct {
 // fire is the replica's scheduler firing the digest job for hour. It returns
 // "ran", "held" (another replica holds the lock), "done" (the hour was
 // already run), or an error message.
-func (r *replica) fire(ctx context.Context, hour int64, start time.Time, log *timeline) string {
+func (r *replica) fire(ctx context.Context, hour int64, start time.Time, log *exampleenv.Timeline) string {
 	ctx, span := r.tr.Start(ctx, "cron digest", trace.WithAttributes(
 		attribute.String("replica", r.name), attribute.Int64("hour", hour)))
 	defer span.End()
@@ -141,19 +140,19 @@ func (r *replica) fire(ctx context.Context, hour int64, start time.Time, log *ti
 			return err
 		} else if done {
 			outcome = "done"
-			log.add(start, "%s  acquired %s; skipped: hour %d already done by %s", r.name, lease.Key(), hour, by)
+			log.Add(start, "%s  acquired %s; skipped: hour %d already done by %s", r.name, lease.Key(), hour, by)
 			return nil
 		}
-		log.add(start, "%s  acquired %s; runs the digest job for hour %d", r.name, lease.Key(), hour)
+		log.Add(start, "%s  acquired %s; runs the digest job for hour %d", r.name, lease.Key(), hour)
 		if err := r.st.runJob(ctx, hour, r.name); err != nil {
 			return err
 		}
-		log.add(start, "%s  finished the job; recorded hour %d as done", r.name, hour)
+		log.Add(start, "%s  finished the job; recorded hour %d as done", r.name, hour)
 		return nil
 	})
 	switch {
 	case errors.Is(err, lockkit.ErrNotAcquired):
-		log.add(start, "%s  skipped: another replica holds cron digest for hour %d", r.name, hour)
+		log.Add(start, "%s  skipped: another replica holds cron digest for hour %d", r.name, hour)
 		return "held"
 	case err != nil:
 		return fmt.Sprintf("%s: %v", r.name, err)
@@ -174,7 +173,7 @@ func userDigest(ctx context.Context, w io.Writer, env *exampleenv.Env, st *store
 		workers[i] = locks.New(c)
 	}
 	start := time.Now()
-	var log timeline
+	var log exampleenv.Timeline
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
@@ -186,15 +185,15 @@ func userDigest(ctx context.Context, w io.Writer, env *exampleenv.Env, st *store
 				attribute.String("worker", name), attribute.Int64("user", userID)))
 			defer span.End()
 			err := l.UserDigest(userID).TryDo(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
-				log.add(start, "%s   acquired %s; sends the digest email", name, lease.Key())
+				log.Add(start, "%s   acquired %s; sends the digest email", name, lease.Key())
 				if err := st.sendDigest(ctx, userID); err != nil {
 					return err
 				}
-				log.add(start, "%s   sent it", name)
+				log.Add(start, "%s   sent it", name)
 				return nil
 			})
 			if errors.Is(err, lockkit.ErrNotAcquired) {
-				log.add(start, "%s   skipped: another worker is sending user %d's digest", name, userID)
+				log.Add(start, "%s   skipped: another worker is sending user %d's digest", name, userID)
 				return
 			}
 			errs[i] = err
@@ -202,7 +201,7 @@ func userDigest(ctx context.Context, w io.Writer, env *exampleenv.Env, st *store
 	}
 	close(gate)
 	wg.Wait()
-	log.print(w)
+	log.Print(w)
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -217,33 +216,6 @@ func userDigest(ctx context.Context, w io.Writer, env *exampleenv.Env, st *store
 	fmt.Fprintln(w, "   why: locks.UserDigest has a single attempt (retry: none in lockkit.yaml): a worker that finds the lock")
 	fmt.Fprintln(w, "   held skips the job, since the holder is already sending it.")
 	return nil
-}
-
-// timeline collects the lines of concurrent replicas, to print in time order.
-type timeline struct {
-	mu    sync.Mutex
-	lines []stamped
-}
-
-type stamped struct {
-	at   time.Duration
-	text string
-}
-
-func (t *timeline) add(start time.Time, format string, args ...any) {
-	at := time.Since(start)
-	t.mu.Lock()
-	t.lines = append(t.lines, stamped{at, fmt.Sprintf(format, args...)})
-	t.mu.Unlock()
-}
-
-func (t *timeline) print(w io.Writer) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	slices.SortStableFunc(t.lines, func(a, b stamped) int { return int(a.at - b.at) })
-	for _, l := range t.lines {
-		fmt.Fprintf(w, "   +%4dms %s\n", l.at.Milliseconds(), l.text)
-	}
 }
 
 // store is what the jobs write: run counts, done records, emails sent.

@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -61,7 +60,7 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 	fmt.Fprintf(w, "\nA queue delivers %s to two workers at once (redelivered while the first copy is being worked on),\nthen once more after the work is done (the ack was lost)\n", jobID)
 
 	start := time.Now()
-	var log timeline
+	var log exampleenv.Timeline
 	results := make(chan delivery)
 	wctx, stop := context.WithCancel(ctx)
 	var wg, ready sync.WaitGroup
@@ -81,7 +80,7 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 	// takes one in the same instant. (Were one of them late, the other would
 	// take both in turn, and the record would stop the second.)
 	ready.Wait()
-	log.add(start, "queue     delivers %s twice (a redelivery: the broker thinks the first copy timed out)", jobID)
+	log.Add(start, "queue     delivers %s twice (a redelivery: the broker thinks the first copy timed out)", jobID)
 	if err := q.RPush(ctx, queueKey, jobID, jobID).Err(); err != nil {
 		return err
 	}
@@ -104,7 +103,7 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 		}
 	}
 
-	log.add(start, "queue     delivers %s again (the ack of the worker that processed it was lost)", jobID)
+	log.Add(start, "queue     delivers %s again (the ack of the worker that processed it was lost)", jobID)
 	if err := q.RPush(ctx, queueKey, jobID).Err(); err != nil {
 		return err
 	}
@@ -116,7 +115,7 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 		return err
 	}
 	wg.Wait()
-	log.print(w)
+	log.Print(w)
 
 	count := map[string]int{}
 	for _, o := range outcomes {
@@ -152,7 +151,7 @@ type worker struct {
 	locks *locks.Locks
 	rdb   *redis.Client
 	tr    trace.Tracer
-	log   *timeline
+	log   *exampleenv.Timeline
 	start time.Time
 }
 
@@ -190,7 +189,7 @@ func (wk *worker) handle(ctx context.Context, id string) (string, error) {
 	ctx, span := wk.tr.Start(ctx, "handle job", trace.WithAttributes(
 		attribute.String("worker", wk.name), attribute.String("job", id)))
 	defer span.End()
-	wk.log.add(wk.start, "%s  got %s", wk.name, id)
+	wk.log.Add(wk.start, "%s  got %s", wk.name, id)
 	outcome := processed
 	lerr := wk.locks.Job(id).TryDo(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
 		done, err := wk.rdb.SIsMember(ctx, processedKey, id).Result()
@@ -199,10 +198,10 @@ func (wk *worker) handle(ctx context.Context, id string) (string, error) {
 		}
 		if done {
 			outcome = skippedProcessed
-			wk.log.add(wk.start, "%s  acquired %s; %s (%s is in the processed record)", wk.name, lease.Key(), outcome, id)
+			wk.log.Add(wk.start, "%s  acquired %s; %s (%s is in the processed record)", wk.name, lease.Key(), outcome, id)
 			return nil
 		}
-		wk.log.add(wk.start, "%s  acquired %s; not in the processed record: processing (charging order 42)", wk.name, lease.Key())
+		wk.log.Add(wk.start, "%s  acquired %s; not in the processed record: processing (charging order 42)", wk.name, lease.Key())
 		if err := process(ctx, wk.rdb); err != nil {
 			return err
 		}
@@ -211,11 +210,11 @@ func (wk *worker) handle(ctx context.Context, id string) (string, error) {
 		if err := wk.rdb.SAdd(ctx, processedKey, id).Err(); err != nil {
 			return err
 		}
-		wk.log.add(wk.start, "%s  done; added %s to the processed record, releases the lock", wk.name, id)
+		wk.log.Add(wk.start, "%s  done; added %s to the processed record, releases the lock", wk.name, id)
 		return nil
 	})
 	if errors.Is(lerr, lockkit.ErrNotAcquired) {
-		wk.log.add(wk.start, "%s  %s (%s is held by another worker: ErrNotAcquired)", wk.name, skippedHeld, wk.locks.Job(id).Key())
+		wk.log.Add(wk.start, "%s  %s (%s is held by another worker: ErrNotAcquired)", wk.name, skippedHeld, wk.locks.Job(id).Key())
 		return skippedHeld, nil
 	}
 	return outcome, lerr
@@ -229,31 +228,4 @@ func process(ctx context.Context, rdb *redis.Client) error {
 		return context.Cause(ctx) // the lease was lost: stop
 	}
 	return rdb.Incr(ctx, chargesKey).Err()
-}
-
-// timeline collects the lines of concurrent workers, to print in time order.
-type timeline struct {
-	mu    sync.Mutex
-	lines []stamped
-}
-
-type stamped struct {
-	at   time.Duration
-	text string
-}
-
-func (t *timeline) add(start time.Time, format string, args ...any) {
-	at := time.Since(start)
-	t.mu.Lock()
-	t.lines = append(t.lines, stamped{at, fmt.Sprintf(format, args...)})
-	t.mu.Unlock()
-}
-
-func (t *timeline) print(w io.Writer) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	slices.SortStableFunc(t.lines, func(a, b stamped) int { return int(a.at - b.at) })
-	for _, l := range t.lines {
-		fmt.Fprintf(w, "   +%4dms %s\n", l.at.Milliseconds(), l.text)
-	}
 }
