@@ -70,8 +70,7 @@ func (b redisBackend) acquire(ctx context.Context, key, token string, p *Policy)
 		}
 	}()
 	err := br.Do(ctx, func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, b.cmdTimeout+p.ReplicaTimeout)
-		defer cancel()
+		cctx := commandCtx(ctx, b.cmdTimeout+p.ReplicaTimeout)
 		var err error
 		switch {
 		case p.Replicas > 0:

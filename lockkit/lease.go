@@ -222,8 +222,7 @@ func (l *Lease) Release(ctx context.Context) error {
 
 	c := l.lock.d.c
 	ctx, span := l.hold.StartRelease(ctx)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cmdTimeout)
-	defer cancel()
+	ctx = commandCtx(context.WithoutCancel(ctx), c.cmdTimeout)
 	ok, err := c.be.release(ctx, l.lock.key, l.token)
 	outcome := telemetry.OutcomeReleased
 	switch {
