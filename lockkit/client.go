@@ -38,6 +38,8 @@ type Client struct {
 	tel        *telemetry.Instruments
 	ttlEnv     map[string]time.Duration
 
+	sched scheduler // lease deadlines and renewals
+
 	mu     sync.Mutex
 	closed bool
 	leases map[*Lease]struct{}

@@ -27,8 +27,8 @@ type Lease struct {
 
 	mu       sync.Mutex
 	deadline time.Time   // monotonic; start of the winning attempt + TTL - drift
-	expiry   *time.Timer // fires at deadline
-	renew    *time.Timer // fires when the next extend is due; nil when renewal is off
+	expiry   *schedEntry // runs onDeadline at deadline
+	renew    *schedEntry // runs the next extend when due; nil when renewal is off
 	state    leaseState
 	lostErr  error
 }
@@ -54,16 +54,16 @@ func newLease(l Lock, token string, fence int64, deadline time.Time, hctx contex
 	return &Lease{lock: l, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
 }
 
-// start arms the deadline and, unless renewal is off, the renewal. Both are
-// timers, not goroutines: a lease costs no goroutine until a renewal is due,
-// which keeps short holds cheap (a goroutine per lease wakes an idle P and
-// showed as a third of the acquire+release time in profiles).
+// start arms the deadline and, unless renewal is off, the renewal, on the
+// client's scheduler: a lease costs neither a goroutine nor a runtime timer
+// until something is due (see scheduler).
 func (l *Lease) start() {
+	c := l.lock.d.c
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.expiry = time.AfterFunc(time.Until(l.deadline), l.onDeadline)
+	l.expiry = c.sched.add(l.deadline, func() { go l.onDeadline() })
 	if every := l.lock.d.policy.RenewInterval; every > 0 {
-		l.renew = time.AfterFunc(every, func() { l.lock.d.c.counted(l.renewNow) })
+		l.renew = c.sched.add(time.Now().Add(every), func() { c.background(l.renewNow) })
 	}
 }
 
@@ -139,7 +139,7 @@ func (l *Lease) extend(parent context.Context) error {
 	if l.state == held {
 		if next := sent.Add(d.policy.TTL - d.drift); next.After(l.deadline) {
 			l.deadline = next
-			l.expiry.Reset(time.Until(next))
+			d.c.sched.reset(l.expiry, next)
 		}
 	}
 	return nil
@@ -164,7 +164,7 @@ func (l *Lease) renewNow() {
 	}
 	l.mu.Lock()
 	if l.state == held {
-		l.renew.Reset(next)
+		l.lock.d.c.sched.reset(l.renew, time.Now().Add(next))
 	}
 	l.mu.Unlock()
 }
@@ -197,10 +197,9 @@ func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 
 // stopTimers stops the deadline and renewal timers; l.mu is held.
 func (l *Lease) stopTimers() {
-	l.expiry.Stop()
-	if l.renew != nil {
-		l.renew.Stop()
-	}
+	s := &l.lock.d.c.sched
+	s.stop(l.expiry)
+	s.stop(l.renew)
 }
 
 // Release gives the lock back: an owner-checked delete that removes the key
