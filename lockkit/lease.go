@@ -169,12 +169,12 @@ func (l *Lease) renewNow() {
 	l.mu.Unlock()
 }
 
-// onDeadline runs when the deadline timer fires.
+// onDeadline runs when the scheduler reaches the lease's deadline.
 func (l *Lease) onDeadline() {
 	l.mu.Lock()
 	if l.state != held || time.Now().Before(l.deadline) {
 		l.mu.Unlock()
-		return // released, already lost, or extended while the timer fired
+		return // released, already lost, or extended while it was being run
 	}
 	l.mu.Unlock()
 	l.markLost(telemetry.LostDeadline, fmt.Errorf("%w: %s: deadline passed without a successful extend", ErrLockLost, l.lock.key))
@@ -195,7 +195,7 @@ func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", cause)
 }
 
-// stopTimers stops the deadline and renewal timers; l.mu is held.
+// stopTimers unqueues the deadline and the renewal; l.mu is held.
 func (l *Lease) stopTimers() {
 	s := &l.lock.d.c.sched
 	s.stop(l.expiry)
