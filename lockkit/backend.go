@@ -10,6 +10,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // errContended is the backend's word for "the lock is held": an expected
@@ -62,13 +63,16 @@ func (b redisBackend) acquire(ctx context.Context, key, token string, p *Policy)
 	}
 	var n int64
 	br := b.nodes.forKey(ctx, key)
-	before := br.State()
-	defer func() {
-		if after := br.State(); after != before {
-			// The span of the acquisition whose outcome moved the breaker.
-			telemetry.BreakerChanged(ctx, br.Name(), before.String(), after.String())
-		}
-	}()
+	if trace.SpanFromContext(ctx).IsRecording() {
+		// Mark the acquisition whose outcome moved the breaker. Only when
+		// traced: reading the state takes the breaker's lock twice.
+		before := br.State()
+		defer func() {
+			if after := br.State(); after != before {
+				telemetry.BreakerChanged(ctx, br.Name(), before.String(), after.String())
+			}
+		}()
+	}
 	err := br.Do(ctx, func(ctx context.Context) error {
 		cctx := commandCtx(ctx, b.cmdTimeout+p.ReplicaTimeout)
 		var err error

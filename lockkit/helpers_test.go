@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,4 +67,31 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// overlap measures mutual exclusion: every critical section calls enter and
+// the returned leave; Max is the most sections that were ever inside at once.
+type overlap struct{ in, max atomic.Int32 }
+
+func (o *overlap) enter() (leave func()) {
+	n := o.in.Add(1)
+	for m := o.max.Load(); n > m && !o.max.CompareAndSwap(m, n); m = o.max.Load() {
+	}
+	return func() { o.in.Add(-1) }
+}
+
+// Max is the most sections that were inside at once.
+func (o *overlap) Max() int32 { return o.max.Load() }
+
+// incrNonAtomic increments a Redis counter by GET then SET, pausing in
+// between: two overlapping sections lose an increment.
+func incrNonAtomic(ctx context.Context, rdb *redis.Client, key string, pause time.Duration) error {
+	v, err := rdb.Get(ctx, key).Int()
+	if err != nil && err != redis.Nil {
+		return err
+	}
+	if pause > 0 {
+		time.Sleep(pause)
+	}
+	return rdb.Set(ctx, key, v+1, 0).Err()
 }

@@ -6,12 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/redis/go-redis/v9"
 )
 
 // Mutual exclusion: 4 clients (separate pools, like separate replicas) × 16
@@ -23,7 +21,7 @@ func TestMutualExclusion(t *testing.T) {
 	const clients, goroutines, perG = 4, 16, 32
 	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 60 * time.Second}}
 	counterKey := t.Name() + ":counter"
-	var inSection, maxInSection atomic.Int32
+	var sections overlap
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*goroutines)
 	for range clients {
@@ -36,15 +34,8 @@ func TestMutualExclusion(t *testing.T) {
 				defer wg.Done()
 				for range perG {
 					err := l.Do(t.Context(), func(ctx context.Context, _ *Lease) error {
-						n := inSection.Add(1)
-						defer inSection.Add(-1)
-						for m := maxInSection.Load(); n > m && !maxInSection.CompareAndSwap(m, n); m = maxInSection.Load() {
-						}
-						v, err := rdb.Get(ctx, counterKey).Int()
-						if err != nil && err != redis.Nil {
-							return err
-						}
-						return rdb.Set(ctx, counterKey, v+1, 0).Err()
+						defer sections.enter()()
+						return incrNonAtomic(ctx, rdb, counterKey, 0)
 					})
 					if err != nil {
 						errs <- err
@@ -66,7 +57,7 @@ func TestMutualExclusion(t *testing.T) {
 	if want := clients * goroutines * perG; got != want {
 		t.Fatalf("counter = %d, want %d: critical sections overlapped", got, want)
 	}
-	if m := maxInSection.Load(); m != 1 {
+	if m := sections.Max(); m != 1 {
 		t.Fatalf("%d goroutines were in the critical section at once", m)
 	}
 }

@@ -260,7 +260,8 @@ func TestRedlockTwoKilled(t *testing.T) {
 	}
 
 	const clients, goroutines, perG = 3, 4, 10
-	var inSection, maxInSection, done atomic.Int32
+	var sections overlap
+	var done atomic.Int32
 	counter := nodes[0].Client(t)
 	counterKey := t.Name() + ":counter"
 	var wg sync.WaitGroup
@@ -275,16 +276,8 @@ func TestRedlockTwoKilled(t *testing.T) {
 			wg.Go(func() {
 				for range perG {
 					err := l.Do(t.Context(), func(ctx context.Context, _ *Lease) error {
-						n := inSection.Add(1)
-						defer inSection.Add(-1)
-						for m := maxInSection.Load(); n > m && !maxInSection.CompareAndSwap(m, n); m = maxInSection.Load() {
-						}
-						v, err := counter.Get(ctx, counterKey).Int()
-						if err != nil && err != redis.Nil {
-							return err
-						}
-						time.Sleep(time.Millisecond) // widen the window
-						return counter.Set(ctx, counterKey, v+1, 0).Err()
+						defer sections.enter()()
+						return incrNonAtomic(ctx, counter, counterKey, time.Millisecond) // the pause widens the window
 					})
 					if err != nil {
 						errs <- err
@@ -307,7 +300,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 	if want := clients * goroutines * perG; got != want || int(done.Load()) != want {
 		t.Fatalf("counter = %d, sections done = %d, want %d: critical sections overlapped", got, done.Load(), want)
 	}
-	if m := maxInSection.Load(); m != 1 {
+	if m := sections.Max(); m != 1 {
 		t.Fatalf("%d goroutines were in the critical section at once", m)
 	}
 }

@@ -56,18 +56,9 @@ func newTelRigOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *tel
 		_ = g.tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
 	})
-	opts = append([]Option{WithLogger(testLogger(t)), WithTracerProvider(g.tp), WithMeterProvider(mp)}, opts...)
-	c, err := New(rdb, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Registered after the providers' cleanup, so the client closes first.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-	})
-	g.c = c
+	// The client's cleanup is registered after the providers', so the
+	// client closes first.
+	g.c = newClientOver(t, rdb, append([]Option{WithTracerProvider(g.tp), WithMeterProvider(mp)}, opts...)...)
 	return g
 }
 
