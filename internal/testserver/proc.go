@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -240,23 +241,48 @@ func waitReady(name, logPath string, p *process, check func() error) error {
 	}
 }
 
-// freePort returns a port that was free on 127.0.0.1 a moment ago. With bus set, the
-// port is at most maxPort and port+10000 (a cluster node's bus port) was free too.
+// freePort returns a port that was free on 127.0.0.1 a moment ago. Without bus, the
+// kernel picks it. With bus set, port and port+10000 (a cluster node's bus port) were
+// both free, and both lie below the kernel's ephemeral range: a port from that range can
+// be taken by any outgoing connection between this check and the server's bind, and a
+// cluster node's bus port has no retry of its own.
 func freePort(bus bool) (int, error) {
-	var lastErr error
-	for range 200 {
+	if !bus {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
+			return 0, fmt.Errorf("no free loopback port found: %v", err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port, nil
+	}
+	lo, hi := busPortRange()
+	return freePortFrom(func() int { return lo + rand.IntN(hi-lo) }, 200)
+}
+
+// busPortRange is where cluster nodes' client ports are drawn from: [lo, hi), so that
+// the bus ports [lo+10000, hi+10000) end below the ephemeral range's first port.
+func busPortRange() (lo, hi int) {
+	first := 32768 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				first = n
+			}
+		}
+	}
+	hi = min(first-10000, maxPort+1)
+	return max(1024, hi-8000), hi
+}
+
+// freePortFrom tries up to n candidates and returns the first whose port and port+10000
+// can both be bound on 127.0.0.1.
+func freePortFrom(candidate func() int, n int) (int, error) {
+	var lastErr error
+	for range n {
+		port := candidate()
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
 			lastErr = err
-			continue
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if !bus {
-			l.Close()
-			return port, nil
-		}
-		if port > maxPort {
-			l.Close()
 			continue
 		}
 		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
@@ -268,7 +294,7 @@ func freePort(bus bool) (int, error) {
 		l2.Close()
 		return port, nil
 	}
-	return 0, fmt.Errorf("no free loopback port found: %v", lastErr)
+	return 0, fmt.Errorf("no free loopback port pair (port, port+10000) found: %v", lastErr)
 }
 
 // respDo sends one command over a fresh connection using RESP2 and returns the reply:

@@ -199,21 +199,51 @@ func TestRedisWithArgs(t *testing.T) {
 	}
 }
 
+// Cluster ports come in pairs below the ephemeral range, and a pair whose bus port is
+// taken is skipped.
 func TestFreePortBus(t *testing.T) {
 	t.Parallel()
+	lo, hi := busPortRange()
+	if hi <= lo || hi+10000 > 65536 || hi > maxPort+1 {
+		t.Fatalf("busPortRange = [%d, %d)", lo, hi)
+	}
 	for range 20 {
 		p, err := freePort(true)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p > maxPort {
-			t.Fatalf("port %d > %d", p, maxPort)
+		if p < lo || p >= hi {
+			t.Fatalf("freePort(true) = %d, outside [%d, %d)", p, lo, hi)
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
-		if err != nil {
-			t.Fatalf("bus port %d: %v", p+10000, err)
+	}
+
+	// Hold the bus port of the first candidate: freePortFrom must pass over it.
+	var err error
+	var first int
+	var busy net.Listener
+	for range 5 { // another package's server may take the pair between check and hold
+		if first, err = freePort(true); err != nil {
+			t.Fatal(err)
 		}
-		l.Close()
+		if busy, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(first+10000)); err == nil {
+			break
+		}
+	}
+	if busy == nil {
+		t.Fatalf("could not hold a bus port: %v", err)
+	}
+	defer busy.Close()
+	second := first + 1
+	if second >= hi {
+		second = first - 1
+	}
+	cands := []int{first, second}
+	got, err := freePortFrom(func() int { c := cands[0]; cands = cands[1:]; return c }, 2)
+	if err == nil && got == first {
+		t.Fatalf("freePortFrom returned %d although its bus port %d is held", got, first+10000)
+	}
+	if err == nil && got != second {
+		t.Fatalf("freePortFrom = %d, want %d", got, second)
 	}
 }
 
