@@ -18,7 +18,12 @@ import (
 //     are when nothing is installed;
 //   - sdk: the OpenTelemetry SDK, every span sampled, a batch span processor
 //     over an exporter that discards, and a meter provider with a reader;
-//   - sdk_syncer: sdk with a synchronous span processor, for comparison.
+//   - sdk_traces: sdk without the meter provider (metrics stay no-op);
+//   - sdk_syncer: sdk with a synchronous span processor, for comparison;
+//   - sdk_floor: the uninstrumented client's Do wrapped by hand in the three
+//     spans a Do must produce (hold, with acquire and release as children),
+//     bare: no attributes, no events, no metrics, same SDK setup as sdk. No
+//     instrumentation that meets the span contract can cost less than this.
 //
 // Run them together, so they share the machine's state:
 //
@@ -72,6 +77,41 @@ func BenchmarkDoTelemetry(b *testing.B) {
 	// the exporter on the caller's goroutine instead of the batch processor's.
 	// Against sdk it shows what the batch processor's per-span handoff to its
 	// goroutine costs, apart from lockkit's own span and metric work.
+	b.Run("sdk_traces", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(
+			sdktrace.WithSampler(sdktrace.AlwaysSample()),
+			sdktrace.WithBatcher(discardSpans{}),
+		)
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		run(b, newBenchClient(b, WithTracerProvider(tp)))
+	})
+	b.Run("sdk_floor", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(
+			sdktrace.WithSampler(sdktrace.AlwaysSample()),
+			sdktrace.WithBatcher(discardSpans{}),
+		)
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		tracer := tp.Tracer("floor")
+		c := newBenchClient(b)
+		c.tel = nil
+		d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second}})
+		l := d.Key(8).Literal("bench:").String("x").Lock()
+		b.ReportAllocs()
+		for b.Loop() {
+			// The spans start and end where Do's instrumentation starts and ends
+			// them, relative to its Redis round trips: acquire around the SET,
+			// release and hold right after the release's reply.
+			ctx, hold := tracer.Start(context.Background(), "hold")
+			_, acq := tracer.Start(ctx, "acquire")
+			err := l.Do(ctx, func(context.Context, *Lease) error { acq.End(); return nil })
+			_, rel := tracer.Start(ctx, "release")
+			rel.End()
+			hold.End()
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("sdk_syncer", func(b *testing.B) {
 		tp := sdktrace.NewTracerProvider(
 			sdktrace.WithSampler(sdktrace.AlwaysSample()),

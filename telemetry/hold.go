@@ -14,6 +14,10 @@ import (
 // allocates.
 var noopSpan trace.Span = tracenoop.Span{}
 
+// internalKind is the start option of every lockkit span, built once: building it per
+// call would allocate.
+var internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+
 // Hold is the telemetry of one hold of one lock: the hold span and its acquire,
 // renew and release children, and the metrics they record. Domain.StartHold returns
 // it; a nil *Hold (what StartHold returns when telemetry is off) is valid and every
@@ -58,10 +62,10 @@ func (d *Domain) StartHold(ctx context.Context, key string) (context.Context, *H
 	}
 	h := &Hold{d: d, tracer: tracer, m: m, span: noopSpan, acquireSpan: noopSpan}
 	if tracer != nil {
-		ctx, h.span = tracer.Start(ctx, d.holdName, trace.WithSpanKind(trace.SpanKindInternal))
+		ctx, h.span = tracer.Start(ctx, d.holdName, internalKind...)
 		if h.span.IsRecording() {
 			h.keyKV, h.hasKey = in.keyAttr(key)
-			h.setIdentity(h.span)
+			h.span.SetAttributes(h.identity(nil)...)
 		}
 	}
 	return ctx, h
@@ -144,10 +148,11 @@ func (h *Hold) EndAcquire(r AcquireResult) {
 	if s := h.acquireSpan; s.IsRecording() {
 		waitKV := AttrAcquireWait.Float64(wait.Seconds())
 		attemptsKV := AttrAttempts.Int(r.Attempts)
-		s.SetAttributes(outcomeAttrs[o], attemptsKV, waitKV)
+		kvs := append(h.identity(make([]attribute.KeyValue, 0, 6)), outcomeAttrs[o], attemptsKV, waitKV)
 		if r.Fence != 0 {
-			s.SetAttributes(AttrFence.Int64(r.Fence))
+			kvs = append(kvs, AttrFence.Int64(r.Fence))
 		}
+		s.SetAttributes(kvs...)
 		switch o {
 		case OutcomeTimeout:
 			s.AddEvent(EventAcquireTimeout, trace.WithAttributes(attemptsKV, waitKV))
@@ -157,7 +162,7 @@ func (h *Hold) EndAcquire(r AcquireResult) {
 		h.setStatus(s, o, r.Err)
 	}
 	if h.tracer != nil {
-		h.acquireSpan.End(trace.WithTimestamp(now))
+		h.acquireSpan.End()
 	}
 	if o == OutcomeAcquired && r.Fence != 0 && h.span.IsRecording() {
 		h.span.SetAttributes(AttrFence.Int64(r.Fence))
@@ -200,7 +205,7 @@ func (h *Hold) End(outcome Outcome, err error) {
 		h.setStatus(s, o, err)
 	}
 	if h.tracer != nil {
-		h.span.End(trace.WithTimestamp(now))
+		h.span.End()
 	}
 }
 
@@ -237,7 +242,7 @@ func (r Renewal) End(outcome Outcome, err error) {
 		r.h.m.renewals.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
 	}
 	if r.span.IsRecording() {
-		r.span.SetAttributes(outcomeAttrs[o])
+		r.span.SetAttributes(append(r.h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
 		r.h.setStatus(r.span, o, err)
 	}
 	r.span.End()
@@ -275,32 +280,29 @@ func (r Release) End(outcome Outcome, err error) {
 		r.h.m.releases.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
 	}
 	if r.span.IsRecording() {
-		r.span.SetAttributes(outcomeAttrs[o])
+		r.span.SetAttributes(append(r.h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
 		r.h.setStatus(r.span, o, err)
 	}
 	r.span.End()
 }
 
-// startChild starts a child span of the hold span, whatever span ctx carries, and
-// sets the domain and key attributes on it when it records.
+// startChild starts a child span of the hold span, whatever span ctx carries. The
+// child's domain and key attributes are set when it ends, with the rest, in one call:
+// a child is sampled by its parent's decision, so a sampler gains nothing from seeing
+// them at the start, and one call copies the span's attributes once instead of twice.
 func (h *Hold) startChild(ctx context.Context, name string) (context.Context, trace.Span) {
 	if trace.SpanContextFromContext(ctx).SpanID() != h.span.SpanContext().SpanID() {
 		ctx = trace.ContextWithSpan(ctx, h.span)
 	}
-	ctx, s := h.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindInternal))
-	if s.IsRecording() {
-		h.setIdentity(s)
-	}
-	return ctx, s
+	return h.tracer.Start(ctx, name, internalKind...)
 }
 
-// setIdentity sets the domain and, unless omitted, key attributes.
-func (h *Hold) setIdentity(s trace.Span) {
+// identity appends the domain and, unless omitted, key attributes to kvs.
+func (h *Hold) identity(kvs []attribute.KeyValue) []attribute.KeyValue {
 	if h.hasKey {
-		s.SetAttributes(h.d.domainAttr, h.keyKV)
-	} else {
-		s.SetAttributes(h.d.domainAttr)
+		return append(kvs, h.d.domainAttr, h.keyKV)
 	}
+	return append(kvs, h.d.domainAttr)
 }
 
 // setStatus marks a failure: Error status and error.type. The description is the
