@@ -28,6 +28,10 @@ import (
 // Run them together, so they share the machine's state:
 //
 //	go test -run '^$' -bench DoTelemetry -benchmem -count 6 ./lockkit/
+//
+// or, for figures that survive a machine whose speed drifts (the README's):
+//
+//	scripts/benchpair.sh -r 16 -n 10000 ./lockkit DoTelemetry/uninstrumented DoTelemetry/sdk_floor DoTelemetry/sdk
 func BenchmarkDoTelemetry(b *testing.B) {
 	rdb := benchRedis(b)
 	run := func(b *testing.B, c *Client) {

@@ -2,6 +2,7 @@ package lockkit
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -669,6 +670,12 @@ func TestRedlockRestartDataLoss(t *testing.T) {
 // delays every reply by 1ms, as a network between hosts would:
 //
 //	go test -run '^$' -bench 'Redlock' -benchmem -count 6 ./lockkit/
+//	scripts/benchpair.sh -r 8 -n 3000 ./lockkit Redlock/nodes=1 Redlock/nodes=5 Redlock/handwritten=5
+//
+// handwritten=N is the floor under lockkit's figures: the least a Redlock
+// round can do by hand with go-redis, SET NX PX on every node in parallel and
+// then the compare-and-delete on every node in parallel, with none of
+// lockkit's validity, majority or cleanup logic.
 func BenchmarkRedlock(b *testing.B) {
 	for _, delay := range []time.Duration{0, time.Millisecond} {
 		for _, n := range []int{1, 5} {
@@ -678,6 +685,45 @@ func BenchmarkRedlock(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) { benchRedlock(b, n, delay) })
 		}
+	}
+	for _, n := range []int{1, 5} {
+		b.Run("handwritten="+strconv.Itoa(n), func(b *testing.B) { benchRedlockHandwritten(b, n) })
+	}
+}
+
+func benchRedlockHandwritten(b *testing.B, n int) {
+	rdbs := make([]*redis.Client, n)
+	for i := range rdbs {
+		rdbs[i] = benchRedis(b)
+	}
+	ctx := context.Background()
+	key := "lock:{bench:handwritten}"
+	errs := make([]error, n)
+	fanOut := func(op func(rdb *redis.Client) error) {
+		var wg sync.WaitGroup
+		for i, rdb := range rdbs {
+			wg.Go(func() { errs[i] = op(rdb) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		token := rand.Text()
+		fanOut(func(rdb *redis.Client) error {
+			ok, err := rdb.SetNX(ctx, key, token, 10*time.Second).Result()
+			if err == nil && !ok {
+				err = errors.New("SET NX refused")
+			}
+			return err
+		})
+		fanOut(func(rdb *redis.Client) error {
+			return releaseScript.Run(ctx, rdb, []string{key}, token).Err()
+		})
 	}
 }
 
