@@ -34,18 +34,6 @@ import (
 //	scripts/benchpair.sh -r 16 -n 10000 ./lockkit DoTelemetry/uninstrumented DoTelemetry/sdk_floor DoTelemetry/sdk
 func BenchmarkDoTelemetry(b *testing.B) {
 	rdb := benchRedis(b)
-	run := func(b *testing.B, c *Client) {
-		d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second}})
-		l := d.Key(8).Literal("bench:").String("x").Lock()
-		ctx := context.Background()
-		fn := func(context.Context, *Lease) error { return nil }
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := l.Do(ctx, fn); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
 	newBenchClient := func(b *testing.B, opts ...Option) *Client {
 		c, err := New(rdb, opts...)
 		if err != nil {
@@ -54,79 +42,85 @@ func BenchmarkDoTelemetry(b *testing.B) {
 		b.Cleanup(func() { _ = c.Close(context.Background()) })
 		return c
 	}
+	// uninstrumented is a client whose telemetry is removed: domains bound
+	// from here on get a nil *telemetry.Domain, whose holds are nil, so no
+	// telemetry call does anything.
+	uninstrumented := func(b *testing.B) *Client {
+		c := newBenchClient(b)
+		c.tel = nil
+		return c
+	}
+	benchLock := func(c *Client) Lock {
+		d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second}})
+		return d.Key(8).Literal("bench:").String("x").Lock()
+	}
+	// loop runs do b.N times, each must succeed.
+	loop := func(b *testing.B, do func() error) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := do(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	run := func(b *testing.B, c *Client) {
+		l := benchLock(c)
+		ctx := context.Background()
+		fn := func(context.Context, *Lease) error { return nil }
+		loop(b, func() error { return l.Do(ctx, fn) })
+	}
+	// sdkTracer is an SDK tracer provider that samples every span and hands
+	// them to a discarding exporter, through a batch processor or, with
+	// syncer, on the caller's goroutine.
+	sdkTracer := func(b *testing.B, syncer bool) *sdktrace.TracerProvider {
+		processor := sdktrace.WithBatcher(discardSpans{})
+		if syncer {
+			processor = sdktrace.WithSyncer(discardSpans{})
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), processor)
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		return tp
+	}
+	sdkMeter := func(b *testing.B) *sdkmetric.MeterProvider {
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+		b.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+		return mp
+	}
 
 	b.Run("uninstrumented", func(b *testing.B) {
-		c := newBenchClient(b)
-		// Domains bound from here on get a nil *telemetry.Domain, whose
-		// holds are nil: no telemetry call does anything.
-		c.tel = nil
-		run(b, c)
+		run(b, uninstrumented(b))
 	})
 	b.Run("noprovider", func(b *testing.B) {
 		run(b, newBenchClient(b))
 	})
 	b.Run("sdk", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(
-			sdktrace.WithSampler(sdktrace.AlwaysSample()),
-			sdktrace.WithBatcher(discardSpans{}),
-		)
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		b.Cleanup(func() {
-			_ = tp.Shutdown(context.Background())
-			_ = mp.Shutdown(context.Background())
-		})
-		run(b, newBenchClient(b, WithTracerProvider(tp), WithMeterProvider(mp)))
+		run(b, newBenchClient(b, WithTracerProvider(sdkTracer(b, false)), WithMeterProvider(sdkMeter(b))))
 	})
-	// Not a configuration to deploy: the sdk case with the spans handed to
-	// the exporter on the caller's goroutine instead of the batch processor's.
-	// Against sdk it shows what the batch processor's per-span handoff to its
-	// goroutine costs, apart from lockkit's own span and metric work.
 	b.Run("sdk_traces", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(
-			sdktrace.WithSampler(sdktrace.AlwaysSample()),
-			sdktrace.WithBatcher(discardSpans{}),
-		)
-		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-		run(b, newBenchClient(b, WithTracerProvider(tp)))
+		run(b, newBenchClient(b, WithTracerProvider(sdkTracer(b, false))))
 	})
 	b.Run("sdk_floor", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(
-			sdktrace.WithSampler(sdktrace.AlwaysSample()),
-			sdktrace.WithBatcher(discardSpans{}),
-		)
-		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-		tracer := tp.Tracer("floor")
-		c := newBenchClient(b)
-		c.tel = nil
-		d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second}})
-		l := d.Key(8).Literal("bench:").String("x").Lock()
-		b.ReportAllocs()
-		for b.Loop() {
-			// The spans start and end where Do's instrumentation starts and ends
-			// them, relative to its Redis round trips: acquire around the SET,
-			// release and hold right after the release's reply.
+		tracer := sdkTracer(b, false).Tracer("floor")
+		l := benchLock(uninstrumented(b))
+		// The spans start and end where Do's instrumentation starts and ends
+		// them, relative to its Redis round trips: acquire around the SET,
+		// release and hold right after the release's reply.
+		loop(b, func() error {
 			ctx, hold := tracer.Start(context.Background(), "hold")
 			_, acq := tracer.Start(ctx, "acquire")
 			err := l.Do(ctx, func(context.Context, *Lease) error { acq.End(); return nil })
 			_, rel := tracer.Start(ctx, "release")
 			rel.End()
 			hold.End()
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("sdk_syncer", func(b *testing.B) {
-		tp := sdktrace.NewTracerProvider(
-			sdktrace.WithSampler(sdktrace.AlwaysSample()),
-			sdktrace.WithSyncer(discardSpans{}),
-		)
-		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-		b.Cleanup(func() {
-			_ = tp.Shutdown(context.Background())
-			_ = mp.Shutdown(context.Background())
+			return err
 		})
-		run(b, newBenchClient(b, WithTracerProvider(tp), WithMeterProvider(mp)))
+	})
+	// Not a configuration to deploy: the sdk case with the spans handed to
+	// the exporter on the caller's goroutine instead of the batch processor's.
+	// Against sdk it shows what the batch processor's per-span handoff to its
+	// goroutine costs, apart from lockkit's own span and metric work.
+	b.Run("sdk_syncer", func(b *testing.B) {
+		run(b, newBenchClient(b, WithTracerProvider(sdkTracer(b, true)), WithMeterProvider(sdkMeter(b))))
 	})
 }
 

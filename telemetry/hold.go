@@ -241,11 +241,7 @@ func (r Renewal) End(outcome Outcome, err error) {
 	if r.h.m != nil {
 		r.h.m.renewals.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
 	}
-	if r.span.IsRecording() {
-		r.span.SetAttributes(append(r.h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
-		r.h.setStatus(r.span, o, err)
-	}
-	r.span.End()
+	r.h.endChild(r.span, o, err)
 }
 
 // Release is the telemetry of one release, returned by Hold.StartRelease. The zero
@@ -279,11 +275,7 @@ func (r Release) End(outcome Outcome, err error) {
 	if r.h.m != nil {
 		r.h.m.releases.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
 	}
-	if r.span.IsRecording() {
-		r.span.SetAttributes(append(r.h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
-		r.h.setStatus(r.span, o, err)
-	}
-	r.span.End()
+	r.h.endChild(r.span, o, err)
 }
 
 // startChild starts a child span of the hold span, whatever span ctx carries. The
@@ -295,6 +287,16 @@ func (h *Hold) startChild(ctx context.Context, name string) (context.Context, tr
 		ctx = trace.ContextWithSpan(ctx, h.span)
 	}
 	return h.tracer.Start(ctx, name, internalKind...)
+}
+
+// endChild sets a renew or release span's attributes, all in one call, and its status,
+// and ends it.
+func (h *Hold) endChild(s trace.Span, o Outcome, err error) {
+	if s.IsRecording() {
+		s.SetAttributes(append(h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
+		h.setStatus(s, o, err)
+	}
+	s.End()
 }
 
 // identity appends the domain and, unless omitted, key attributes to kvs.
