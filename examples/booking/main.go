@@ -216,7 +216,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	freeze := &exampleenv.Freeze{}
 	rdbA := env.NewRedis()
 	rdbA.AddHook(freeze)
-	a, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) { return env.NewClientOn(rdbA) })
+	a, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) { return env.NewClientOn(rdbA, shortTimeout) })
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 
 	// A crashed process logs nothing more, so neither does this replica.
 	d, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) {
-		return env.NewClient(lockkit.WithLogger(discardLogger))
+		return env.NewClient(lockkit.WithLogger(discardLogger), shortTimeout)
 	})
 	if err != nil {
 		return err
@@ -349,6 +349,11 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 	fmt.Fprintln(w, "   clean up. The TTL bounds how long a crash blocks a table, which is why every lock has one.")
 	return nil
 }
+
+// shortTimeout is the command timeout of a client under the short TTL: a
+// lease's renewal must be answered before its deadline, and lockkit refuses
+// a policy that leaves it no room.
+var shortTimeout = lockkit.WithCommandTimeout(100 * time.Millisecond)
 
 // withTableTTL makes a client under LOCKKIT_TTL_TABLE=ttl, the environment
 // override that lockkit.New reads once, and puts the variable back.

@@ -3,6 +3,7 @@
 package policies
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,33 @@ func New(c *lockkit.Client) *Locks {
 		long:         c.Domain(longSpec),
 		fine:         c.Domain(fineSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.inherited.Err(),
+		l.overrideSome.Err(),
+		l.single.Err(),
+		l.neverRenewed.Err(),
+		l.long.Err(),
+		l.fine.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		inheritedSpec,
+		overrideSomeSpec,
+		singleSpec,
+		neverRenewedSpec,
+		longSpec,
+		fineSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]
