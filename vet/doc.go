@@ -1,0 +1,2 @@
+// Package vet is TODO
+package vet
