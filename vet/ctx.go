@@ -6,6 +6,7 @@ import (
 	"go/types"
 
 	"golang.org/x/tools/go/analysis"
+	"golang.org/x/tools/go/types/typeutil"
 )
 
 // checkContexts reports calls inside the fn literal of Do or TryDo that
@@ -44,7 +45,7 @@ func checkContexts(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 					End:     arg.End(),
 					Message: fmt.Sprintf("%s is passed inside the fn of %s: pass fn's ctx, which is cancelled when the lease is lost", types.ExprString(arg), m.displayName()),
 				}
-				if ctxObj != nil && resolves(pass, arg, ctxObj) {
+				if ctxObj != nil && replaceable(info, arg, fn) && resolves(pass, arg, ctxObj) {
 					d.Message = fmt.Sprintf("%s is passed inside the fn of %s: pass fn's %s, which is cancelled when the lease is lost", types.ExprString(arg), m.displayName(), ctxObj.Name())
 					d.SuggestedFixes = []analysis.SuggestedFix{{
 						Message:   "Pass " + ctxObj.Name(),
@@ -215,4 +216,25 @@ func resolves(pass *analysis.Pass, e ast.Expr, v *types.Var) bool {
 	}
 	_, obj := s.LookupParent(v.Name(), e.Pos())
 	return obj == v
+}
+
+// replaceable reports whether fn's ctx can simply stand in for arg: a
+// context from outside fn, context.Background(), context.TODO() or nil. A
+// context variable of fn's own is not: its value is made in fn (with a
+// timeout, say), and the report on that assignment's call is the one to
+// fix.
+func replaceable(info *types.Info, arg ast.Expr, fn *ast.FuncLit) bool {
+	arg = ast.Unparen(arg)
+	if isNil(info, arg) {
+		return true
+	}
+	if v := localVar(info, arg); v != nil {
+		return v.Pos() < fn.Pos() || v.Pos() >= fn.End()
+	}
+	if call, ok := arg.(*ast.CallExpr); ok && len(call.Args) == 0 {
+		if f, ok := typeutil.Callee(info, call).(*types.Func); ok && f.Pkg() != nil && f.Pkg().Path() == "context" {
+			return f.Name() == "Background" || f.Name() == "TODO"
+		}
+	}
+	return false
 }

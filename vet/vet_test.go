@@ -1,0 +1,16 @@
+package vet_test
+
+import (
+	"testing"
+
+	"github.com/lockkit/lockkit/vet"
+	"golang.org/x/tools/go/analysis/analysistest"
+)
+
+func TestLeak(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "leak")
+}
+
+func TestContext(t *testing.T) {
+	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), vet.Analyzer, "ctxcheck")
+}
