@@ -14,3 +14,19 @@ func TestLeak(t *testing.T) {
 func TestContext(t *testing.T) {
 	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), vet.Analyzer, "ctxcheck")
 }
+
+func TestDiscard(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "discard")
+}
+
+func TestUseAfterRelease(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "release")
+}
+
+func TestFencing(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "fencing")
+}
+
+func TestOddCode(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "odd")
+}
