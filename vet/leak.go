@@ -223,6 +223,9 @@ func (f *funcInfo) leakPath(info *types.Info, a acquisition) ast.Node {
 			if n == a.stmt {
 				return n // acquired again before the old lease was released
 			}
+			if failsTest(info, n) {
+				return nil // the leak is the least of a failed test's problems
+			}
 			if a.blank {
 				// nothing can release it
 			} else if use := classify(info, n, a.lease, namedResult); use == useHandled {
@@ -369,4 +372,28 @@ func taggedSwitchCases(body *ast.BlockStmt) map[ast.Expr]bool {
 		return true
 	})
 	return m
+}
+
+// failsTest reports whether n is a statement like t.Errorf(...) that marks
+// a test (or benchmark, or fuzz test) failed or skipped: a lease left held
+// on such a path is not reported. t.Fatal and friends never return, and
+// ctrlflow already ends their paths.
+func failsTest(info *types.Info, n ast.Node) bool {
+	es, ok := n.(*ast.ExprStmt)
+	if !ok {
+		return false
+	}
+	call, ok := ast.Unparen(es.X).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	fn, _ := typeutil.Callee(info, call).(*types.Func)
+	if fn == nil || fn.Pkg() == nil || fn.Pkg().Path() != "testing" {
+		return false
+	}
+	switch fn.Name() {
+	case "Error", "Errorf", "Fail", "FailNow", "Fatal", "Fatalf", "Skip", "Skipf", "SkipNow":
+		return true
+	}
+	return false
 }
