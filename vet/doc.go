@@ -33,8 +33,10 @@
 // another variable), passing it to a function, capturing it in a function
 // literal. Reading it (lease.Fence(), lease.Key(), lease != nil) does not.
 // Paths on which the lease is nil are not followed: the branch where the
-// call's own error is non-nil (err != nil, errors.Is(err, ...), err == nil
-// being false) or the lease is nil, until err is assigned again. Paths that
+// call's own error is non-nil (err != nil, errors.Is(err, ...),
+// err == lockkit.ErrNotAcquired or another package-level error, err == nil
+// being false, the same as cases of switch err) or the lease is nil, until
+// err is assigned again. Paths that
 // end in panic, os.Exit, log.Fatal or t.Fatal, or on which a test has been
 // marked failed (t.Error, t.Errorf, t.Fail), are not followed either. A
 // lease assigned to _ (_, err := l.TryAcquire(ctx)) is reported when some

@@ -242,7 +242,11 @@ func (f *funcInfo) leakPath(info *types.Info, a acquisition) ast.Node {
 		}
 		succs := b.Succs
 		if len(succs) == 2 && len(b.Nodes) > 0 {
-			if cond, ok := b.Nodes[len(b.Nodes)-1].(ast.Expr); ok && !taggedCases[cond] {
+			if cond, ok := b.Nodes[len(b.Nodes)-1].(ast.Expr); ok {
+				if tag, ok := taggedCases[cond]; ok {
+					// In switch tag { case x: }, the condition is tag == x.
+					cond = &ast.BinaryExpr{X: tag, OpPos: cond.Pos(), Op: token.EQL, Y: cond}
+				}
 				switch nilBranch(info, cond, a, s.correlated) {
 				case 0:
 					succs = succs[1:]
@@ -321,14 +325,25 @@ func nilBranch(info *types.Info, cond ast.Expr, a acquisition, errKnown bool) in
 			}
 		case token.EQL, token.NEQ:
 			x, y := c.X, c.Y
-			if isNil(info, x) {
+			if isNil(info, x) || isSentinel(info, x) {
 				x, y = y, x
+			}
+			v := localVar(info, x)
+			eq := c.Op == token.EQL
+			if isSentinel(info, y) {
+				// err == lockkit.ErrNotAcquired holds only for a non-nil err.
+				switch {
+				case v == nil || v != a.err || !errKnown:
+				case eq:
+					return 0
+				default:
+					return 1
+				}
+				return -1
 			}
 			if !isNil(info, y) {
 				return -1
 			}
-			v := localVar(info, x)
-			eq := c.Op == token.EQL
 			switch {
 			case v == nil:
 			case v == a.lease && eq, v == a.err && errKnown && !eq:
@@ -355,16 +370,38 @@ func isNil(info *types.Info, e ast.Expr) bool {
 	return ok && tv.IsNil()
 }
 
-// taggedSwitchCases returns the case expressions of switch statements with
-// a tag: in the CFG they stand as conditions, but mean tag == expr.
-func taggedSwitchCases(body *ast.BlockStmt) map[ast.Expr]bool {
-	m := map[ast.Expr]bool{}
+// isSentinel reports whether e names a package-level error variable, such
+// as lockkit.ErrNotAcquired: an error that is never nil.
+func isSentinel(info *types.Info, e ast.Expr) bool {
+	var id *ast.Ident
+	switch e := ast.Unparen(e).(type) {
+	case *ast.Ident:
+		id = e
+	case *ast.SelectorExpr:
+		id = e.Sel
+	default:
+		return false
+	}
+	v, ok := info.Uses[id].(*types.Var)
+	if !ok || v.Pkg() == nil || v.Parent() != v.Pkg().Scope() {
+		return false
+	}
+	return types.Identical(v.Type(), errorType)
+}
+
+var errorType = types.Universe.Lookup("error").Type()
+
+// taggedSwitchCases maps the case expressions of switch statements with a
+// tag to that tag: in the CFG they stand as conditions, but mean
+// tag == expr.
+func taggedSwitchCases(body *ast.BlockStmt) map[ast.Expr]ast.Expr {
+	m := map[ast.Expr]ast.Expr{}
 	ast.Inspect(body, func(n ast.Node) bool {
 		if s, ok := n.(*ast.SwitchStmt); ok && s.Tag != nil {
 			for _, c := range s.Body.List {
 				if cc, ok := c.(*ast.CaseClause); ok {
 					for _, e := range cc.List {
-						m[e] = true
+						m[e] = s.Tag
 					}
 				}
 			}

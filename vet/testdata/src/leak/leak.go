@@ -293,3 +293,52 @@ func ignoredWithoutReason(ctx context.Context, l TableLock) {
 	}
 	fmt.Println(lease.Key())
 }
+
+func taggedSwitch(ctx context.Context, l TableLock) error {
+	lease, err := l.TryAcquire(ctx)
+	switch err {
+	case nil:
+	case lockkit.ErrNotAcquired, lockkit.ErrLockLost:
+		return nil
+	default:
+		return err
+	}
+	return lease.Release(ctx)
+}
+
+func sentinelCompare(ctx context.Context, l TableLock) error {
+	if _, err := l.TryAcquire(ctx); err != lockkit.ErrNotAcquired {
+		panic(err)
+	}
+	lease, err := l.TryAcquire(ctx)
+	if lockkit.ErrNotAcquired == err {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return lease.Release(ctx)
+}
+
+// A local error variable may be nil: comparing with it says nothing.
+func localCompare(ctx context.Context, l TableLock, other error) error {
+	lease, err := l.TryAcquire(ctx) // want `the return at line 327 can be reached`
+	if err == other {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return lease.Release(ctx)
+}
+
+func taggedSwitchLeaks(ctx context.Context, l TableLock) error {
+	lease, err := l.TryAcquire(ctx) // want `the return at line 343 can be reached`
+	switch err {
+	case lockkit.ErrNotAcquired:
+		return nil
+	case nil:
+		fmt.Println(lease.Fence())
+	}
+	return nil
+}
