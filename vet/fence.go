@@ -43,6 +43,9 @@ func hasFencingMarker(t types.Type) bool {
 
 // secondParam returns fn's second parameter, or nil when it has no name.
 func secondParam(info *types.Info, fn *ast.FuncLit) *types.Var {
+	if fn.Type.Params == nil {
+		return nil
+	}
 	var names []*ast.Ident
 	for _, f := range fn.Type.Params.List {
 		names = append(names, f.Names...)

@@ -4,6 +4,7 @@ package ctxcheck
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/lockkit/lockkit/lockkit"
@@ -115,4 +116,15 @@ func namedFn(ctx context.Context, l TableLock) error {
 		return err
 	}
 	return l.Do(ctx, book)
+}
+
+// No fix where fn's ctx is shadowed: the name would pick up the wrong one.
+func shadowedParam(parent context.Context, l TableLock) error {
+	return l.Do(parent, func(ctx context.Context, lease *lockkit.Lease) error {
+		for _, ctx := range []string{"a"} {
+			fmt.Println(ctx)
+			return save(parent, lease.Fence()) // want `parent is passed inside the fn of TableLock.Do`
+		}
+		return nil
+	})
 }
