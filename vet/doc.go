@@ -101,7 +101,9 @@
 // each domain with fencing on), the fn literal of its Do and TryDo must
 // read lease.Fence(), or hand the lease to code that may (pass it,
 // store it, capture it). One that does not is reported: the fence exists
-// to be passed to the protected resource's write.
+// to be passed to the protected resource's write. A fn that calls no
+// function (other than builtins and the lease's methods) writes nowhere
+// and is not reported.
 //
 // # What it does not report
 //

@@ -19,7 +19,7 @@ func checkFencing(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 	}
 	info := pass.TypesInfo
 	lease := secondParam(info, fn)
-	if lease != nil && readsFence(info, fn.Body, lease) {
+	if lease != nil && readsFence(info, fn.Body, lease) || !callsOut(info, fn.Body) {
 		return
 	}
 	pass.Report(analysis.Diagnostic{
@@ -81,6 +81,34 @@ func readsFence(info *types.Info, body *ast.BlockStmt, lease *types.Var) bool {
 			found = true
 		}
 		return true
+	})
+	return found
+}
+
+// callsOut reports whether body calls a function: a fn that calls nothing
+// (a probe like func(...) error { return nil }) writes to no resource and
+// has no use for a fence. Conversions, builtins and the lease's own
+// methods do not count.
+func callsOut(info *types.Info, body *ast.BlockStmt) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || found {
+			return !found
+		}
+		if tv, ok := info.Types[call.Fun]; ok && (tv.IsType() || tv.IsBuiltin()) {
+			return true
+		}
+		if m := lockkitCall(info, call); m.name == "Fence" || m.name == "Release" {
+			return true
+		}
+		if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {
+			if s := info.Selections[sel]; s != nil && isLeaseType(s.Recv()) {
+				return true // lease.Key(), lease.Err(), ...
+			}
+		}
+		found = true
+		return false
 	})
 	return found
 }

@@ -90,3 +90,18 @@ func wrongMarker(ctx context.Context, l OddLock) error {
 func namedFn(ctx context.Context, l TableLock) error {
 	return l.Do(ctx, book)
 }
+
+// A fn that calls nothing writes nowhere: a probe of contention, say.
+func probe(ctx context.Context, l TableLock) error {
+	n := 0
+	return l.TryDo(ctx, func(context.Context, *lockkit.Lease) error {
+		n = len([]int{int(int64(n))})
+		return nil
+	})
+}
+
+func onlyLeaseMethods(ctx context.Context, l TableLock) error {
+	return l.Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
+		return lease.Err()
+	})
+}
