@@ -191,8 +191,8 @@ func localVar(info *types.Info, e ast.Expr) *types.Var {
 	return v
 }
 
-// isNilCompare reports whether n is a comparison (== or !=) whose operand
-// is expr, e.g. lease != nil: it reads the pointer, not the lease.
+// isNilCompare reports whether n is a comparison, == or != (lease != nil,
+// say): it reads the pointer, not the lease.
 func isNilCompare(n ast.Node) bool {
 	b, ok := n.(*ast.BinaryExpr)
 	return ok && (b.Op == token.EQL || b.Op == token.NEQ)
