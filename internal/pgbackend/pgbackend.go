@@ -278,9 +278,13 @@ func (b *Backend) takeConn(ctx context.Context) (*pgxpool.Conn, error) {
 		}
 		if wctx.Err() != nil {
 			st := b.pool.Stat()
-			return nil, fmt.Errorf("%w within %v: the pool is exhausted (%d of MaxConns %d connections in use, %d of them by this backend's locks): "+
+			if st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
+				return nil, fmt.Errorf("%w within %v: the pool did not open a connection in time (%d of MaxConns %d in use, %d of them by this backend's locks, %d being opened)",
+					ErrNoSession, b.connWait, st.AcquiredConns(), st.MaxConns(), mine, st.ConstructingConns())
+			}
+			return nil, fmt.Errorf("%w within %v: the pool is exhausted (%d of MaxConns %d connections in use, %d of them by this backend's locks, %d being opened): "+
 				"raise the pool's MaxConns, or give locks a pool of their own", ErrNoSession, b.connWait,
-				st.AcquiredConns(), st.MaxConns(), mine)
+				st.AcquiredConns(), st.MaxConns(), mine, st.ConstructingConns())
 		}
 		return nil, fmt.Errorf("lockkit/pg: acquire: connect: %w", err)
 	}
