@@ -82,10 +82,21 @@ type Backend struct {
 	leases  map[leaseID]*lease // held, or being acquired (conn nil)
 	holding map[string]int     // held leases by key
 	trying  map[string]int     // non-queued acquires in flight by key
+	gates   map[string]*gate       // queued acquires' in-process line, by key
 	closed  bool
 }
 
 type leaseID struct{ key, token string }
+
+// gate lets one queued acquire of a key at a time, per backend, wait in
+// PostgreSQL's queue (and then hold the lock); the others of this process
+// wait for it in line here (Go serves blocked channel senders in order), on
+// no connection. So waiters cost one connection per key and process, not
+// one each, and PostgreSQL's queue stays fair between processes.
+type gate struct {
+	ch   chan struct{} // holds a token while an acquire is past the gate
+	refs int           // acquires using the gate; it is dropped at 0
+}
 
 var _ backend.Backend = (*Backend)(nil)
 
@@ -99,6 +110,8 @@ type lease struct {
 	prev string        // the session's idle_session_timeout before the acquire, restored on release
 	ttl  time.Duration // the idle limit in force
 	dead bool          // the session is gone or was closed: the lock is not held
+
+	leave func() // a queued acquire's: lets the next local waiter through its gate; nil otherwise
 }
 
 // New returns a backend that holds its locks on connections of pool. It does
@@ -131,6 +144,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 		leases:   make(map[leaseID]*lease),
 		holding:  make(map[string]int),
 		trying:   make(map[string]int),
+		gates:    make(map[string]*gate),
 	}, nil
 }
 
@@ -147,8 +161,10 @@ func (b *Backend) Acquire(ctx context.Context, req *backend.Request) (int64, err
 // at most maxWait (and never past ctx's deadline): pg_advisory_lock under a
 // statement-local lock_timeout. Waiters are granted in arrival order, and a
 // release wakes the next waiter at once, with no polling. It returns
-// backend.ErrContended when the wait runs out. The waiting statement holds a
-// pool connection (counted in MaxHeld) for as long as it waits.
+// backend.ErrContended when the wait runs out. Within one backend, queued
+// acquires of one key line up in process (in arrival order) and only the
+// first waits in PostgreSQL, on a pool connection (counted in MaxHeld): a
+// key's waiters cost one connection per process, not one each.
 func (b *Backend) AcquireWait(ctx context.Context, req *backend.Request, maxWait time.Duration) (int64, error) {
 	if maxWait < time.Millisecond {
 		return 0, fmt.Errorf("lockkit/pg: AcquireWait: maxWait %v is under a millisecond", maxWait)
@@ -201,6 +217,25 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		}
 		b.mu.Unlock()
 	}()
+
+	if maxWait > 0 {
+		deadline := time.Now().Add(maxWait)
+		leave, err := b.enter(ctx, req.Key, maxWait)
+		if err != nil {
+			return 0, err
+		}
+		defer func() {
+			if !held {
+				leave()
+			}
+		}()
+		l.mu.Lock()
+		l.leave = leave
+		l.mu.Unlock()
+		if maxWait = time.Until(deadline); maxWait < time.Millisecond {
+			return 0, backend.ErrContended
+		}
+	}
 
 	conn, err := b.takeConn(ctx)
 	if err != nil {
@@ -275,6 +310,48 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		err = wrapFenceErr(err)
 	}
 	return 0, fmt.Errorf("lockkit/pg: acquire: %w", err)
+}
+
+// enter waits, at most wait, for key's gate. It returns ErrContended when
+// the wait runs out.
+func (b *Backend) enter(ctx context.Context, key string, wait time.Duration) (leave func(), err error) {
+	b.mu.Lock()
+	g := b.gates[key]
+	if g == nil {
+		g = &gate{ch: make(chan struct{}, 1)}
+		b.gates[key] = g
+	}
+	g.refs++
+	b.mu.Unlock()
+	drop := func() {
+		b.mu.Lock()
+		if g.refs--; g.refs == 0 {
+			delete(b.gates, key)
+		}
+		b.mu.Unlock()
+	}
+	select {
+	case g.ch <- struct{}{}:
+	default:
+		tm := time.NewTimer(wait)
+		defer tm.Stop()
+		select {
+		case g.ch <- struct{}{}:
+		case <-tm.C:
+			drop()
+			return nil, backend.ErrContended
+		case <-ctx.Done():
+			drop()
+			return nil, fmt.Errorf("lockkit/pg: acquire: waiting in line behind this process's other waiters: %w", context.Cause(ctx))
+		}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			<-g.ch
+			drop()
+		})
+	}, nil
 }
 
 // takeConn takes a MaxHeld slot, then a pool connection, waiting at most
@@ -425,6 +502,9 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 	conn := l.conn
 	l.conn = nil
 	defer b.drop(leaseID{key, token}, l)
+	if l.leave != nil {
+		defer l.leave() // after the connection is back: the next local waiter may need it
+	}
 	if l.dead || conn.Conn().IsClosed() {
 		b.discard(conn)
 		return false, nil
@@ -476,6 +556,9 @@ func (b *Backend) Close() error {
 		if l.conn != nil {
 			b.discard(l.conn)
 			l.conn = nil
+		}
+		if l.leave != nil {
+			l.leave()
 		}
 		l.dead = true
 		l.mu.Unlock()

@@ -503,6 +503,50 @@ func TestBackend(t *testing.T) {
 		}
 	})
 
+	t.Run("AcquireWaitLinesUpInProcess", func(t *testing.T) {
+		// Eight queued waiters of one key on a backend allowed one
+		// connection: they line up in process, and all get the lock in turn.
+		pool := newPool(t, dsn, 2)
+		b := newBackend(t, pool, pgbackend.Options{MaxHeld: 1, ConnWait: 5 * time.Second})
+		var (
+			inside, grants atomic.Int64
+			wg             sync.WaitGroup
+			errs           = make(chan error, 32)
+		)
+		for range 8 {
+			wg.Go(func() {
+				for range 3 {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					r := req("lock:line", 5*time.Second, true)
+					_, err := b.AcquireWait(ctx, r, 15*time.Second)
+					if err != nil {
+						cancel()
+						errs <- err
+						return
+					}
+					if n := inside.Add(1); n != 1 {
+						errs <- fmt.Errorf("%d holders inside", n)
+					}
+					time.Sleep(2 * time.Millisecond)
+					inside.Add(-1)
+					grants.Add(1)
+					if held, err := b.Release(ctx, r.Key, r.Token); !held || err != nil {
+						errs <- fmt.Errorf("release: %v %v", held, err)
+					}
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if grants.Load() != 24 {
+			t.Fatalf("%d grants, want 24", grants.Load())
+		}
+	})
+
 	t.Run("Close", func(t *testing.T) {
 		pool1, pool2 := newPool(t, dsn, 4), newPool(t, dsn, 2)
 		b1 := newBackend(t, pool1, pgbackend.Options{})
