@@ -82,7 +82,7 @@ type Backend struct {
 	leases  map[leaseID]*lease // held, or being acquired (conn nil)
 	holding map[string]int     // held leases by key
 	trying  map[string]int     // non-queued acquires in flight by key
-	gates   map[string]*gate       // queued acquires' in-process line, by key
+	gates   map[string]*gate   // queued acquires' in-process line, by key
 	closed  bool
 }
 
