@@ -243,7 +243,7 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 	}
 	var (
 		query string
-		args  = []any{l.id, msString(req.TTL)}
+		args  = []any{l.id, ttlString(req.TTL)}
 	)
 	switch {
 	case maxWait == 0 && !req.Fencing:
@@ -461,7 +461,7 @@ func (b *Backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		err = l.conn.QueryRow(ctx, sqlHeld, classid, objid).Scan(&held)
 	} else {
 		var set *string
-		err = l.conn.QueryRow(ctx, sqlHeldTTL, classid, objid, msString(ttl)).Scan(&held, &set)
+		err = l.conn.QueryRow(ctx, sqlHeldTTL, classid, objid, ttlString(ttl)).Scan(&held, &set)
 		if err == nil && held {
 			l.ttl = ttl
 		}

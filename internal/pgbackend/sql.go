@@ -175,13 +175,20 @@ func checkKeyTTL(key string, ttl time.Duration) error {
 		return fmt.Errorf("lockkit/pg: ttl %v is not positive", ttl)
 	case ttl < time.Millisecond:
 		return fmt.Errorf("lockkit/pg: ttl %v is under a millisecond, the unit of PostgreSQL's idle limits", ttl)
-	case ttl > maxTTL:
+	case ttl > maxTTL-time.Millisecond:
 		return fmt.Errorf("lockkit/pg: ttl %v is over %v, the largest idle limit PostgreSQL accepts", ttl, maxTTL)
 	}
 	return nil
 }
 
+// msString is d in whole milliseconds, rounded down (a wait).
 func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// ttlString is a ttl in whole milliseconds, rounded up: the server's limit
+// is never shorter than the Client's.
+func ttlString(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
+}
 
 // errNoFenceTable wraps the error of a fencing acquire that found no fence
 // table (SQLSTATE 42P01 undefined_table).

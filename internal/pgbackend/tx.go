@@ -35,7 +35,7 @@ func AcquireTx(ctx context.Context, tx pgx.Tx, key string, ttl time.Duration, fe
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return 0, err
 	}
-	query, args := sqlTx, []any{KeyID(key), msString(ttl)}
+	query, args := sqlTx, []any{KeyID(key), ttlString(ttl)}
 	if fencing {
 		query, args = sqlTxFence, append(args, key)
 	}
