@@ -4,14 +4,17 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
+	"github.com/rs/zerolog"
 )
 
 // BenchmarkAcquireRelease: one uncontended acquire+release through the
@@ -240,4 +243,104 @@ func BenchmarkAcquireReleasePaired(b *testing.B) {
 	b.ReportMetric(med(ns[2])/1e3, "fencing-µs")
 	b.ReportMetric(med(ratio[0]), "backend/floor")
 	b.ReportMetric(med(ratio[1]), "fencing/floor")
+}
+
+// BenchmarkParallel16Paired is BenchmarkParallel16 with the two ways
+// interleaved: each iteration runs a block of 16 goroutines × 10
+// acquire+release through dedicated connections, then the same on one shared
+// session (order rotated), and reports the median µs per acquire+release of
+// each and the median of the per-iteration ratios.
+//
+// "loopback" is direct; "reply+1ms" goes through an in-process toxiproxy
+// that delays every reply by 1ms, as a network between the application and
+// the server would.
+func BenchmarkParallel16Paired(b *testing.B) {
+	pg := startPG(b)
+	b.Run("loopback", func(b *testing.B) { benchParallel16Paired(b, pg.DSN()) })
+	b.Run("reply+1ms", func(b *testing.B) {
+		srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+		proxy := toxiproxy.NewProxy(srv, "pg", "127.0.0.1:0", pg.Addr())
+		if err := proxy.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer proxy.Stop()
+		js := `{"name":"delay","type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":1}}`
+		if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			b.Fatal(err)
+		}
+		benchParallel16Paired(b, strings.Replace(pg.DSN(), pg.Addr(), proxy.Listen, 1))
+	})
+}
+
+func benchParallel16Paired(b *testing.B, dsn string) {
+	ctx := context.Background()
+	pool := newPool(b, dsn, 17)
+	warm(b, pool, 17)
+	be := newBackend(b, pool, pgbackend.Options{MaxHeld: 16, ConnWait: 10 * time.Second})
+	shared, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer shared.Release()
+	var mu sync.Mutex
+	const goroutines, per = 16, 10
+	dedicated := func(g int) error {
+		r := &backend.Request{Key: fmt.Sprint("lock:pair-", g), Token: "bench", TTL: 10 * time.Second}
+		for range per {
+			if _, err := be.Acquire(ctx, r); err != nil {
+				return err
+			}
+			if _, err := be.Release(ctx, r.Key, r.Token); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sharedOp := func(g int) error {
+		id := pgbackend.KeyID(fmt.Sprint("lock:pair-", g))
+		for range per {
+			var ok bool
+			for _, q := range []string{"SELECT pg_try_advisory_lock($1)", "SELECT pg_advisory_unlock($1)"} {
+				mu.Lock()
+				err := shared.QueryRow(ctx, q, id).Scan(&ok)
+				mu.Unlock()
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	block := func(op func(int) error) float64 {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for g := range goroutines {
+			wg.Go(func() {
+				if err := op(g); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return float64(time.Since(t0).Nanoseconds()) / (goroutines * per)
+	}
+	var d, s, ratio []float64
+	i := 0
+	for b.Loop() {
+		var dd, ss float64
+		if i%2 == 0 {
+			dd, ss = block(dedicated), block(sharedOp)
+		} else {
+			ss, dd = block(sharedOp), block(dedicated)
+		}
+		i++
+		d, s, ratio = append(d, dd), append(s, ss), append(ratio, ss/dd)
+	}
+	med := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(med(d)/1e3, "dedicated-µs/op")
+	b.ReportMetric(med(s)/1e3, "shared-µs/op")
+	b.ReportMetric(med(ratio), "shared/dedicated")
 }
