@@ -236,6 +236,38 @@ func TestServerRestart(t *testing.T) {
 	pool1, pool2 := newPool(t, pg.DSN(), 4), newPool(t, pg.DSN(), 4)
 	b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 	ctx := ctxT(t, 60*time.Second)
+
+	// First, a server process that does not answer: Extend cannot tell,
+	// and says so with an error, not a loss. pgx closes a connection whose
+	// command timed out, so once the server answers again the next Extend
+	// reports the lease lost (the closed session frees the lock).
+	// (testserver's Pause stops the postmaster's process group, which
+	// PostgreSQL's backends leave with setsid: the holding backend is
+	// stopped by its pid here.)
+	rp := req("lock:paused-server", 30*time.Second, false)
+	mustAcquire(t, b1, rp)
+	bpid := holderPID(t, pool2, rp.Key)
+	if err := syscall.Kill(bpid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP the holding backend (pid %d): %v", bpid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(bpid, syscall.SIGCONT) })
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	held, err := b1.Extend(short, rp.Key, rp.Token, rp.TTL)
+	cancel()
+	if err := syscall.Kill(bpid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if held || err == nil || errors.Is(err, backend.ErrContended) {
+		t.Fatalf("Extend against a paused server = %v, %v; want an error", held, err)
+	}
+	if held, err := b1.Extend(ctx, rp.Key, rp.Token, rp.TTL); held || err != nil {
+		t.Fatalf("Extend after the timed-out one = %v, %v; want false, nil", held, err)
+	}
+	acquireWithin(t, b2, req(rp.Key, time.Second, false), 5*time.Second)
+	if held, err := b1.Release(ctx, rp.Key, rp.Token); held || err != nil {
+		t.Fatalf("Release of the lost lease = %v, %v; want false, nil", held, err)
+	}
+
 	const key = "lock:restart"
 	var last int64
 	for i, crash := range []bool{false, true} {
