@@ -493,10 +493,44 @@ func TestBackend(t *testing.T) {
 		if held, err := b2.Release(ctx, r2.Key, r2.Token); !held || err != nil {
 			t.Fatalf("waiter's Release = %v, %v", held, err)
 		}
+		// A waiter whose ctx is cancelled leaves PostgreSQL's queue too (pgx
+		// sends a cancel request as it closes the connection), so it cannot
+		// take the lock later for no one.
+		mustAcquire(t, b1, r)
+		cctx, ccancel := context.WithCancel(ctx)
+		time.AfterFunc(200*time.Millisecond, ccancel)
+		if _, err := b2.AcquireWait(cctx, req(r.Key, time.Second, false), 10*time.Second); !errors.Is(err, context.Canceled) {
+			t.Fatalf("AcquireWait cancelled while waiting: %v, want context.Canceled", err)
+		}
+		id := pgbackend.KeyID(r.Key)
+		waiting := func() (n int) {
+			err := pool1.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+				AND classid = $1::oid AND objid = $2::oid AND objsubid = 1`, uint32(uint64(id)>>32), uint32(uint64(id))).Scan(&n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		deadline := time.Now().Add(2 * time.Second)
+		for waiting() > 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the cancelled waiter still waits in PostgreSQL's queue 2s later")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := b1.Release(ctx, r.Key, r.Token); err != nil {
+			t.Fatal(err)
+		}
+		r3 := req(r.Key, time.Second, false)
+		mustAcquire(t, b1, r3)
+		if _, err := b1.Release(ctx, r3.Key, r3.Token); err != nil {
+			t.Fatal(err)
+		}
+
 		// A ctx shorter than maxWait ends the wait on the server first: an
 		// ErrContended, not a closed connection.
 		mustAcquire(t, b1, r)
-		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		short, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		if _, err := b2.AcquireWait(short, req(r.Key, time.Second, false), 5*time.Second); !errors.Is(err, backend.ErrContended) {
 			t.Fatalf("AcquireWait bounded by ctx: %v, want ErrContended", err)

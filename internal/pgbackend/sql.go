@@ -100,8 +100,10 @@ const (
 	// Queued: PostgreSQL queues the waiters (FIFO) for at most lock_timeout,
 	// set in w, which l reads from, so it is in force before the wait starts.
 	// A wait that runs out is SQLSTATE 55P03 and aborts the statement: no
-	// lock, no fence, no setting changed. client_connection_check_interval
-	// ends a wait whose client has gone away.
+	// lock, no fence, no setting changed. A waiter whose ctx ends is
+	// cancelled by pgx (a cancel request as it closes the connection);
+	// client_connection_check_interval also ends the wait of a client that
+	// died without one.
 	// $1 key id, $2 idle_session_timeout (ms), $3 lock_timeout (ms).
 	sqlWait = `WITH w AS MATERIALIZED (
 		SELECT set_config('lock_timeout', $3, true) AS lt,
