@@ -192,7 +192,7 @@ func ttlString(d time.Duration) string {
 	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
 }
 
-// errNoFenceTable wraps the error of a fencing acquire that found no fence
+// wrapFenceErr explains the error of a fencing acquire that found no fence
 // table (SQLSTATE 42P01 undefined_table).
 func wrapFenceErr(err error) error {
 	var pe *pgconn.PgError
