@@ -1,0 +1,228 @@
+// Package fifo is the Redis side of fair waiting: a FIFO queue of waiters per
+// lock key, kept in Redis and maintained by Lua scripts on the server's
+// clock, and push wake-up of the waiter at the head of the queue over
+// Pub/Sub (SPUBLISH on a Cluster, PUBLISH otherwise), with a timer fallback.
+//
+// # Keys
+//
+// A lock key is prefix{suffix}: the braces are the Cluster hash tag. Every
+// key and channel the package derives from it appends to it, so all share
+// the lock's hash slot:
+//
+//	key          the lock: its value is the lease token, exactly
+//	key:fence    the fence counter (fencing domains only)
+//	key:q        the queue, a ZSET token -> join order (server µs, strictly increasing)
+//	key:qd       the waiters' deadlines, a ZSET token -> server ms
+//	key:qp       the trace context the last releaser left for the next holder
+//	key:w        the wake-up channel; a message's payload is the token it wakes
+//
+// # The protocol
+//
+// A contender calls [Acquire] with its token. The lock is granted when it is
+// free and the token is at the head of the queue, or the queue is empty;
+// otherwise the token joins the tail of the queue (or keeps its place) in
+// the same script, and its deadline is set to the server's now + waiterTTL.
+// Only the head may take a free lock, so a newcomer never overtakes a waiter.
+//
+// While queued, the contender subscribes through its client's [Notifier]
+// and waits with [Waiter.Wait], for a push or for [Result.Fallback], then
+// calls Acquire again. Every call refreshes its deadline: a waiter must call
+// at least once per waiterTTL (Fallback sees to it) or it is taken for dead
+// and pruned, and then simply rejoins at the tail on its next call.
+//
+// [Release] deletes the lock if it holds the token and publishes the token
+// now at the head. [Leave] takes a token out of the queue (a cancelled ctx,
+// MaxWait, out of attempts) and wakes the head if the lock is free.
+//
+// # What a dead waiter costs
+//
+// A waiter that dies (or stops calling without leaving) stays queued until
+// its deadline, at most waiterTTL after its last call; the first script to
+// run after that prunes it, and if that makes a new head while the lock is
+// free, publishes to it. Live waiters call at least once per fallback F, so
+// a dead waiter at the head stalls the lock for at most waiterTTL + F after
+// it died (plus one push). Waiters that die together expire together: their
+// stalls overlap rather than add, unlike deadlines chained one after the
+// other.
+//
+// # Failover and data loss
+//
+// A failover to a replica that missed the last writes, a restart without
+// persistence or a FLUSHALL may lose the queue. Waiting is then unfair for
+// a while: each waiter rejoins at the tail on its next call, in the order
+// their calls arrive. Mutual exclusion is the lock key's and is unaffected:
+// the grant is a SET on a free key and release compares the token exactly;
+// fences stay strictly increasing (max(counter + 1, server µs)).
+package fifo
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc    string
+	acquireScript = redis.NewScript(acquireSrc)
+
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
+)
+
+// Suffixes of the keys and the channel derived from a lock key (see the
+// package doc). The fence suffix is the runtime's.
+const (
+	FenceSuffix     = ":fence"
+	QueueSuffix     = ":q"
+	DeadlinesSuffix = ":qd"
+	PreviousSuffix  = ":qp"
+	ChannelSuffix   = ":w"
+)
+
+// Channel is the wake-up channel of a lock key.
+func Channel(key string) string { return key + ChannelSuffix }
+
+// Result is the outcome of one Acquire.
+type Result struct {
+	// Granted reports that the lock is now held for the token.
+	Granted bool
+	// Fence is the fencing number issued with the grant (0 without fencing).
+	Fence int64
+	// Previous is, on a grant from the queue, the trace context the
+	// previous holder passed to Release ("" when none).
+	Previous string
+
+	// Position is the token's place in the queue when not granted: 1 is the
+	// head, the next to be granted.
+	Position int
+	// LockTTL is the lock's remaining TTL when not granted: 0 when the lock
+	// is free (another waiter is at the head), -1 when it has no TTL.
+	LockTTL time.Duration
+	// Joined is the token's join order as the server recorded it (its
+	// score in the queue: server µs at joining, strictly increasing).
+	Joined int64
+
+	waiterTTL time.Duration
+}
+
+// Fallback is how long a queued waiter should wait for a push before it
+// calls Acquire again anyway: max, shortened to the lock's remaining TTL for
+// the head (a holder that died releases nothing and publishes nothing) and to
+// a third of the waiter TTL (so that a live waiter's deadline is refreshed
+// well before it passes, even if one call is slow).
+func (r Result) Fallback(max time.Duration) time.Duration {
+	d := max
+	if lim := r.waiterTTL / 3; lim > 0 && lim < d {
+		d = lim
+	}
+	if r.Position == 1 && r.LockTTL > 0 && r.LockTTL+time.Millisecond < d {
+		d = r.LockTTL + time.Millisecond
+	}
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return d
+}
+
+// Sharded reports whether wake-ups on rdb go by sharded Pub/Sub (SPUBLISH,
+// SSUBSCRIBE): true for a *redis.ClusterClient, which needs Redis 7.
+func Sharded(rdb any) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// ErrReply is a script reply of an unexpected shape.
+var ErrReply = errors.New("fifo: unexpected script reply")
+
+// Acquire takes key for token if the lock is free and token is at the head
+// of key's queue (or the queue is empty); otherwise it puts token in the
+// queue, or refreshes its deadline there, in the same script. ttl is the
+// lock's TTL, waiterTTL how long the token stays queued without another
+// call; both in whole milliseconds. With fencing, the grant issues the fence
+// in the same script. rdb is any go-redis client; on a *redis.ClusterClient
+// wake-ups are published with SPUBLISH.
+//
+// After an error the token may or may not hold the lock and may or may not
+// be queued: call Leave (or Release), which undoes both.
+func Acquire(ctx context.Context, rdb redis.Scripter, key, token string, ttl time.Duration, fencing bool, waiterTTL time.Duration) (Result, error) {
+	if ttl < time.Millisecond || waiterTTL < time.Millisecond {
+		return Result{}, fmt.Errorf("fifo: ttl %v and waiterTTL %v must be at least 1ms", ttl, waiterTTL)
+	}
+	sharded := Sharded(rdb)
+	if sharded && hashTag(key) == key {
+		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
+	}
+	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix}
+	if fencing {
+		keys = append(keys, key+FenceSuffix)
+	}
+	v, err := acquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds(), waiterTTL.Milliseconds(),
+		Channel(key), flag(sharded)).Slice()
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{waiterTTL: waiterTTL}
+	if len(v) < 3 {
+		return r, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	a, ok1 := v[0].(int64)
+	b, ok2 := v[1].(int64)
+	if !ok1 || !ok2 {
+		return r, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	if a == 1 {
+		r.Granted, r.Fence = true, b
+		r.Previous, _ = v[2].(string)
+		return r, nil
+	}
+	pos, ok := v[2].(int64)
+	if !ok || len(v) != 4 {
+		return r, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	r.Position = int(pos)
+	if s, ok := v[3].(string); ok {
+		r.Joined, _ = strconv.ParseInt(s, 10, 64)
+	}
+	switch {
+	case b >= 0:
+		r.LockTTL = time.Duration(b) * time.Millisecond
+	case b == -1:
+		r.LockTTL = -1
+	}
+	return r, nil
+}
+
+// Release deletes key if it holds token (held reports whether it did; a
+// lock that holds another token is left alone), takes token out of the
+// queue, and, when the lock is free, publishes to the waiter at the head.
+// prev, when not "", is the releaser's trace context, left for the next
+// holder (Result.Previous) for as long as the queue lives.
+func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
+	n, err := releaseScript.Run(ctx, rdb,
+		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix},
+		token, Channel(key), flag(Sharded(rdb)), prev).Int64()
+	return n == 1, err
+}
+
+// Leave takes token out of key's queue and, when the lock is free, wakes
+// the waiter now at the head. It is Release without a trace context: if
+// the lock holds token (a grant whose reply was lost), it is released too,
+// since a token that leaves has given up on its acquisition.
+func Leave(ctx context.Context, rdb redis.Scripter, key, token string) error {
+	_, err := Release(ctx, rdb, key, token, "")
+	return err
+}
