@@ -206,11 +206,26 @@ func (w *Waiter) Close() {
 	})
 }
 
+// wake leaves one pending wake for w; a push replaces a pending
+// subscription wake, so that what is reported is the push. Called with
+// Notifier.mu held: wakes have no other sender, so the send cannot block.
 func (w *Waiter) wake(k Wake) {
 	select {
 	case w.c <- k:
-	default: // a wake is already pending: one is enough
+		return
+	default:
 	}
+	if k != WakePush {
+		return // a wake is already pending: one is enough
+	}
+	select {
+	case old := <-w.c:
+		if old == WakePush {
+			k = old
+		}
+	default:
+	}
+	w.c <- k
 }
 
 func (g *group) poke() {
