@@ -127,7 +127,7 @@ func TestKilledWaiterDelaysByTheBound(t *testing.T) {
 	if bound := int64(deadline) + fallback.Milliseconds() + slack; g.at > bound {
 		t.Fatalf("granted at %d, after deadline + fallback (+%dms slack) = %d", g.at, slack, bound)
 	}
-	if stall > (waiterTTL + fallback).Milliseconds()+slack {
+	if stall > (waiterTTL+fallback).Milliseconds()+slack {
 		t.Fatalf("stall %dms exceeds waiterTTL + fallback", stall)
 	}
 	if n := rdb.ZCard(ctx, key+QueueSuffix).Val(); n != 0 {

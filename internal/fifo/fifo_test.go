@@ -41,12 +41,12 @@ func tctx(t *testing.T, d time.Duration) context.Context {
 // acquisition is one contender's run of the minimal waiting loop the
 // Client's acquire loop will follow.
 type acquisition struct {
-	res     Result
-	joined   int64 // the server's join order, 0 when granted at once
-	rejoined int   // times the token had to join again (pruned, or the queue lost)
-	wakes   []Wake // what ended each wait
-	queued  []Result
-	elapsed time.Duration
+	res      Result
+	joined   int64  // the server's join order, 0 when granted at once
+	rejoined int    // times the token had to join again (pruned, or the queue lost)
+	wakes    []Wake // what ended each wait
+	queued   []Result
+	elapsed  time.Duration
 }
 
 // acquire runs the loop: Acquire; while queued, subscribe (once) and wait
