@@ -8,11 +8,12 @@
 -- KEYS[2]  queue: ZSET token -> join order (server µs, strictly increasing)
 -- KEYS[3]  deadlines: ZSET token -> server ms after which the waiter is dead
 -- KEYS[4]  previous holder: the trace context the last releaser left
--- KEYS[5]  fence counter (only when fencing)
+-- KEYS[5]  wake-up channels: HASH token -> the channel its client listens on
+-- KEYS[6]  fence counter (only when fencing)
 -- ARGV[1]  token
 -- ARGV[2]  lock TTL, ms
 -- ARGV[3]  waiter TTL, ms: how long a waiter stays queued without calling again
--- ARGV[4]  wake-up channel
+-- ARGV[4]  this waiter's wake-up channel, or '' (timer only)
 -- ARGV[5]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
 --
 -- Returns {1, fence, previous} when granted (fence 0 without fencing;
@@ -20,7 +21,7 @@
 -- a trace context), or {0, lock PTTL, position, join order} when queued
 -- (position 1 is the head; the join order is the token's score in the queue). All times come from the server's clock (TIME).
 
-local lock, queue, deadlines, prevkey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lock, queue, deadlines, prevkey, chans = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, wttl = ARGV[1], tonumber(ARGV[3])
 
 local t = redis.call('TIME')
@@ -31,6 +32,7 @@ local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 
 if #dead > 0 then
   redis.call('ZREM', queue, unpack(dead))
   redis.call('ZREM', deadlines, unpack(dead))
+  redis.call('HDEL', chans, unpack(dead))
 end
 
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
@@ -41,16 +43,17 @@ if redis.call('EXISTS', lock) == 0 then
     if head then
       redis.call('ZREM', queue, token)
       redis.call('ZREM', deadlines, token)
+      redis.call('HDEL', chans, token)
       prev = redis.call('GET', prevkey)
     end
     local fence = 0
-    if #KEYS >= 5 then
+    if #KEYS >= 6 then
       -- fence = max(counter + 1, server TIME in µs), stored back: strictly
       -- increasing per key, even after the counter was lost.
-      fence = redis.call('INCR', KEYS[5])
+      fence = redis.call('INCR', KEYS[6])
       local us = t[1] .. string.format('%06d', tonumber(t[2]))
       if tonumber(us) > fence then
-        redis.call('SET', KEYS[5], us)
+        redis.call('SET', KEYS[6], us)
         fence = tonumber(us)
       end
     end
@@ -59,7 +62,10 @@ if redis.call('EXISTS', lock) == 0 then
   if #dead > 0 then
     -- The lock is free and pruning may have made a new head that no release
     -- told: tell it now.
-    redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ARGV[4], head)
+    local ch = redis.call('HGET', chans, head)
+    if ch then
+      redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ch, head)
+    end
   end
 end
 
@@ -72,11 +78,15 @@ if not joined then
   end
   joined = string.format('%.0f', seq)
   redis.call('ZADD', queue, joined, token)
+  if ARGV[4] ~= '' then
+    redis.call('HSET', chans, token, ARGV[4])
+  end
 end
 redis.call('ZADD', deadlines, now_ms + wttl, token)
 -- The queue lives as long as its longest-lived waiter could.
 if redis.call('PTTL', queue) < wttl then
   redis.call('PEXPIRE', queue, wttl)
   redis.call('PEXPIRE', deadlines, wttl)
+  redis.call('PEXPIRE', chans, wttl)
 end
 return {0, redis.call('PTTL', lock), redis.call('ZRANK', queue, token) + 1, joined}

@@ -53,7 +53,7 @@ func TestClusterLocksOnAllSlots(t *testing.T) {
 	rdb := cl.Client(t)
 	ctx := tctx(t, 120*time.Second)
 
-	if _, err := Acquire(ctx, rdb, "lock:untagged", newToken(), time.Second, false, time.Second); err == nil {
+	if _, err := acq(ctx, rdb, "lock:untagged", newToken(), time.Second, false, time.Second, ""); err == nil {
 		t.Fatal("a key without a hash tag was accepted on a Cluster")
 	}
 
@@ -72,13 +72,13 @@ func TestClusterLocksOnAllSlots(t *testing.T) {
 					return
 				}
 				k, a, b := keys[i], newToken(), newToken()
-				r, err := Acquire(ctx, rdb, k, a, 5*time.Second, true, 5*time.Second)
+				r, err := acq(ctx, rdb, k, a, 5*time.Second, true, 5*time.Second, "")
 				if err == nil && !r.Granted {
 					err = fmt.Errorf("not granted: %+v", r)
 				}
 				var q Result
 				if err == nil {
-					q, err = Acquire(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second)
+					q, err = acq(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second, "")
 					if err == nil && q.Position != 1 {
 						err = fmt.Errorf("second contender: %+v", q)
 					}
@@ -91,7 +91,7 @@ func TestClusterLocksOnAllSlots(t *testing.T) {
 					}
 				}
 				if err == nil {
-					q, err = Acquire(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second)
+					q, err = acq(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second, "")
 					if err == nil && (!q.Granted || q.Fence <= r.Fence || q.Previous != "tp") {
 						err = fmt.Errorf("head after release: %+v (first fence %d)", q, r.Fence)
 					}
@@ -129,22 +129,22 @@ func TestClusterLocksOnAllSlots(t *testing.T) {
 		}
 		perNode[addr]++
 		holder, waiter := newToken(), newToken()
-		if r, _ := Acquire(ctx, rdb, k, holder, 5*time.Second, false, 5*time.Second); !r.Granted {
+		if r, _ := acq(ctx, rdb, k, holder, 5*time.Second, false, 5*time.Second, ""); !r.Granted {
 			t.Fatalf("%s: holder not granted", k)
 		}
-		if r, _ := Acquire(ctx, rdb, k, waiter, 5*time.Second, false, 5*time.Second); r.Position != 1 {
+		if r, _ := acq(ctx, rdb, k, waiter, 5*time.Second, false, 5*time.Second, n.Channel(k)); r.Position != 1 {
 			t.Fatalf("%s: waiter at %d", k, r.Position)
 		}
 		w := n.Subscribe(k, waiter)
 		waitFor(t, "the shard subscription of "+k, func() bool {
-			v, _ := m.Do(ctx, "PUBSUB", "SHARDNUMSUB", Channel(k)).Slice()
+			v, _ := m.Do(ctx, "PUBSUB", "SHARDNUMSUB", n.Channel(k)).Slice()
 			return len(v) == 2 && v[1] == int64(1)
 		})
 		if held, _ := Release(ctx, rdb, k, holder, ""); !held {
 			t.Fatalf("%s: release", k)
 		}
 		waitPush(t, ctx, w)
-		if r, _ := Acquire(ctx, rdb, k, waiter, 5*time.Second, false, 5*time.Second); !r.Granted {
+		if r, _ := acq(ctx, rdb, k, waiter, 5*time.Second, false, 5*time.Second, ""); !r.Granted {
 			t.Fatalf("%s: woken waiter not granted", k)
 		}
 		w.Close()

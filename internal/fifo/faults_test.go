@@ -36,7 +36,7 @@ func TestHelperQueuedWaiter(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: f[0], MaxRetries: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := Acquire(ctx, rdb, f[1], f[2], time.Second, false, time.Duration(wttl)*time.Millisecond)
+	r, err := acq(ctx, rdb, f[1], f[2], time.Second, false, time.Duration(wttl)*time.Millisecond, "")
 	if err != nil || r.Granted {
 		fmt.Printf("error %+v %v\n", r, err)
 		os.Exit(1)
@@ -60,7 +60,7 @@ func TestKilledWaiterDelaysByTheBound(t *testing.T) {
 	const waiterTTL, fallback = 1500 * time.Millisecond, 200 * time.Millisecond
 
 	holder, dead, live := newToken(), newToken(), newToken()
-	if r, _ := Acquire(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second); !r.Granted {
+	if r, _ := acq(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
 		t.Fatal("holder not granted")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQueuedWaiter$", "-test.count=1")
@@ -160,17 +160,17 @@ func TestLostPublishIsRecoveredByTheTimer(t *testing.T) {
 	key := "lock:t{lost}"
 	const fallback = 300 * time.Millisecond
 	holder, b, c := newToken(), newToken(), newToken()
-	if r, _ := Acquire(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second); !r.Granted {
+	if r, _ := acq(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
 		t.Fatal("holder not granted")
 	}
-	rb, _ := Acquire(ctx, rdb, key, b, 10*time.Second, false, 5*time.Second)
-	if rc, _ := Acquire(ctx, rdb, key, c, 10*time.Second, false, 5*time.Second); rb.Position != 1 || rc.Position != 2 {
+	rb, _ := acq(ctx, rdb, key, b, 10*time.Second, false, 5*time.Second, n.Channel(key))
+	if rc, _ := acq(ctx, rdb, key, c, 10*time.Second, false, 5*time.Second, n.Channel(key)); rb.Position != 1 || rc.Position != 2 {
 		t.Fatalf("positions %d, %d", rb.Position, rc.Position)
 	}
 	bw, cw := n.Subscribe(key, b), n.Subscribe(key, c)
 	defer bw.Close()
 	defer cw.Close()
-	numsub := func() int64 { return rdb.PubSubNumSub(ctx, Channel(key)).Val()[Channel(key)] }
+	numsub := func() int64 { return rdb.PubSubNumSub(ctx, n.Channel(key)).Val()[n.Channel(key)] }
 	waitFor(t, "the subscription", func() bool { return numsub() == 1 })
 	drain(bw)
 	drain(cw)
@@ -188,7 +188,7 @@ func TestLostPublishIsRecoveredByTheTimer(t *testing.T) {
 	if err != nil || k != WakeTimer {
 		t.Fatalf("head woken by %v, %v; want the timer (the push was lost)", k, err)
 	}
-	if r, _ := Acquire(ctx, rdb, key, b, 10*time.Second, false, 5*time.Second); !r.Granted {
+	if r, _ := acq(ctx, rdb, key, b, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
 		t.Fatalf("head not granted after its timer: %+v", r)
 	}
 	t.Logf("lost publish recovered after %v (fallback %v)", time.Since(start), fallback)

@@ -14,45 +14,61 @@
 //	key:q        the queue, a ZSET token -> join order (server µs, strictly increasing)
 //	key:qd       the waiters' deadlines, a ZSET token -> server ms
 //	key:qp       the trace context the last releaser left for the next holder
-//	key:w        the wake-up channel; a message's payload is the token it wakes
+//	key:qc       the waiters' wake-up channels, a HASH token -> channel
+//	key:w:<id>   the wake-up channel of the Notifier (one per go-redis client)
+//	             whose id it is; a message's payload is the token it wakes
 //
 // # The protocol
 //
-// A contender calls [Acquire] with its token. The lock is granted when it is
-// free and the token is at the head of the queue, or the queue is empty;
-// otherwise the token joins the tail of the queue (or keeps its place) in
-// the same script, and its deadline is set to the server's now + waiterTTL.
-// Only the head may take a free lock, so a newcomer never overtakes a waiter.
+// A contender calls [Acquire] with its token and its Notifier's channel for
+// the key ([Notifier.Channel]). The lock is granted when it is free and the
+// token is at the head of the queue, or the queue is empty; otherwise the
+// token joins the tail of the queue (or keeps its place) in the same
+// script, and its deadline is set to the server's now + WaiterTTL. Only the
+// head may take a free lock, so a newcomer never overtakes a waiter, and a
+// releaser that comes straight back queues at the tail.
 //
 // While queued, the contender subscribes through its client's [Notifier]
 // and waits with [Waiter.Wait], for a push or for [Result.Fallback], then
 // calls Acquire again. Every call refreshes its deadline: a waiter must call
-// at least once per waiterTTL (Fallback sees to it) or it is taken for dead
-// and pruned, and then simply rejoins at the tail on its next call.
+// at least once per WaiterTTL (Fallback sees to it) or it is taken for dead
+// and pruned; a live waiter pruned that way (paused for longer than
+// WaiterTTL) rejoins at the tail on its next call, it never hangs.
 //
 // [Release] deletes the lock if it holds the token and publishes the token
-// now at the head. [Leave] takes a token out of the queue (a cancelled ctx,
-// MaxWait, out of attempts) and wakes the head if the lock is free.
+// now at the head, on the channel of that token's client: one release
+// wakes one waiter in one process. [Leave] takes a token out of the queue
+// (a cancelled ctx, MaxWait, out of attempts) and, when the lock is free,
+// wakes the head.
 //
 // # What a dead waiter costs
 //
 // A waiter that dies (or stops calling without leaving) stays queued until
-// its deadline, at most waiterTTL after its last call; the first script to
-// run after that prunes it, and if that makes a new head while the lock is
-// free, publishes to it. Live waiters call at least once per fallback F, so
-// a dead waiter at the head stalls the lock for at most waiterTTL + F after
-// it died (plus one push). Waiters that die together expire together: their
-// stalls overlap rather than add, unlike deadlines chained one after the
-// other.
+// its deadline, WaiterTTL after its last call. The first script to run after
+// that prunes it, and if that leaves a new head while the lock is free,
+// publishes to it. Live waiters call at least once per fallback F, so a
+// dead waiter at the head stalls the lock for at most WaiterTTL + F after
+// its last call (plus one push); TestKilledWaiterDelaysByTheBound checks
+// it. Waiters that die together expire together: their stalls overlap
+// rather than add, unlike deadlines chained one after another. A dead
+// holder is the lock TTL's business, as without a queue: the head's
+// Fallback is capped by the lock's remaining TTL.
 //
 // # Failover and data loss
 //
 // A failover to a replica that missed the last writes, a restart without
 // persistence or a FLUSHALL may lose the queue. Waiting is then unfair for
-// a while: each waiter rejoins at the tail on its next call, in the order
-// their calls arrive. Mutual exclusion is the lock key's and is unaffected:
-// the grant is a SET on a free key and release compares the token exactly;
-// fences stay strictly increasing (max(counter + 1, server µs)).
+// a while: each waiter rejoins at the tail on its next call (at most one
+// fallback later), in the order those calls arrive. Mutual exclusion is the
+// lock key's and is unaffected: the grant is a SET on a free key, release
+// compares the token exactly, and fences stay strictly increasing
+// (max(counter + 1, server µs)).
+//
+// # Not for Redlock
+//
+// The queue lives on one deployment. Over N independent nodes there is no
+// single order to be first in: N queues can disagree, and a waiter at the
+// head of a majority need not exist. Redlock domains keep polling.
 package fifo
 
 import (
@@ -83,11 +99,24 @@ const (
 	QueueSuffix     = ":q"
 	DeadlinesSuffix = ":qd"
 	PreviousSuffix  = ":qp"
-	ChannelSuffix   = ":w"
+	ChannelsSuffix  = ":qc"
+	ChannelSuffix   = ":w:" // + the Notifier's id
 )
 
-// Channel is the wake-up channel of a lock key.
-func Channel(key string) string { return key + ChannelSuffix }
+// Request is one Acquire.
+type Request struct {
+	Key   string // the lock key, prefix{suffix}
+	Token string // this acquisition's owner id
+	// TTL is the lock's TTL, WaiterTTL how long the token stays queued
+	// without calling Acquire again; whole milliseconds, at least 1ms.
+	TTL, WaiterTTL time.Duration
+	// Fencing issues a fence with the grant, in the same script.
+	Fencing bool
+	// Wake is the channel to publish on when this token reaches the head of
+	// the queue with the lock free: its Notifier's Channel(Key). "" waits
+	// by the timer alone.
+	Wake string
+}
 
 // Result is the outcome of one Acquire.
 type Result struct {
@@ -148,30 +177,30 @@ func flag(b bool) string {
 // ErrReply is a script reply of an unexpected shape.
 var ErrReply = errors.New("fifo: unexpected script reply")
 
-// Acquire takes key for token if the lock is free and token is at the head
-// of key's queue (or the queue is empty); otherwise it puts token in the
-// queue, or refreshes its deadline there, in the same script. ttl is the
-// lock's TTL, waiterTTL how long the token stays queued without another
-// call; both in whole milliseconds. With fencing, the grant issues the fence
-// in the same script. rdb is any go-redis client; on a *redis.ClusterClient
-// wake-ups are published with SPUBLISH.
+// Acquire takes req.Key for req.Token if the lock is free and the token is
+// at the head of the key's queue (or the queue is empty); otherwise it puts
+// the token in the queue, or refreshes its deadline there, in the same
+// script, one round trip. rdb is any go-redis client; on a
+// *redis.ClusterClient wake-ups are published with SPUBLISH, and the key
+// must have a hash tag.
 //
 // After an error the token may or may not hold the lock and may or may not
 // be queued: call Leave (or Release), which undoes both.
-func Acquire(ctx context.Context, rdb redis.Scripter, key, token string, ttl time.Duration, fencing bool, waiterTTL time.Duration) (Result, error) {
-	if ttl < time.Millisecond || waiterTTL < time.Millisecond {
-		return Result{}, fmt.Errorf("fifo: ttl %v and waiterTTL %v must be at least 1ms", ttl, waiterTTL)
+func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, error) {
+	key, waiterTTL := req.Key, req.WaiterTTL
+	if req.TTL < time.Millisecond || waiterTTL < time.Millisecond {
+		return Result{}, fmt.Errorf("fifo: TTL %v and WaiterTTL %v must be at least 1ms", req.TTL, waiterTTL)
 	}
 	sharded := Sharded(rdb)
 	if sharded && hashTag(key) == key {
 		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
 	}
-	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix}
-	if fencing {
+	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + ChannelsSuffix}
+	if req.Fencing {
 		keys = append(keys, key+FenceSuffix)
 	}
-	v, err := acquireScript.Run(ctx, rdb, keys, token, ttl.Milliseconds(), waiterTTL.Milliseconds(),
-		Channel(key), flag(sharded)).Slice()
+	v, err := acquireScript.Run(ctx, rdb, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
+		req.Wake, flag(sharded)).Slice()
 	if err != nil {
 		return Result{}, err
 	}
@@ -208,13 +237,14 @@ func Acquire(ctx context.Context, rdb redis.Scripter, key, token string, ttl tim
 
 // Release deletes key if it holds token (held reports whether it did; a
 // lock that holds another token is left alone), takes token out of the
-// queue, and, when the lock is free, publishes to the waiter at the head.
+// queue, and, when the lock is free, publishes to the waiter at the head
+// on its client's channel.
 // prev, when not "", is the releaser's trace context, left for the next
 // holder (Result.Previous) for as long as the queue lives.
 func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
 	n, err := releaseScript.Run(ctx, rdb,
-		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix},
-		token, Channel(key), flag(Sharded(rdb)), prev).Int64()
+		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + ChannelsSuffix},
+		token, flag(Sharded(rdb)), prev).Int64()
 	return n == 1, err
 }
 

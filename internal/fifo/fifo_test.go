@@ -19,6 +19,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+func acq(ctx context.Context, rdb redis.Scripter, key, token string, ttl time.Duration, fencing bool, waiterTTL time.Duration, wake string) (Result, error) {
+	return Acquire(ctx, rdb, &Request{Key: key, Token: token, TTL: ttl, WaiterTTL: waiterTTL, Fencing: fencing, Wake: wake})
+}
+
 func newToken() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -61,7 +65,7 @@ func acquire(ctx context.Context, rdb redis.Scripter, n *Notifier, key, token st
 		}
 	}()
 	for {
-		r, err := Acquire(ctx, rdb, key, token, ttl, fencing, waiterTTL)
+		r, err := acq(ctx, rdb, key, token, ttl, fencing, waiterTTL, n.Channel(key))
 		if err != nil {
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 			_ = Leave(lctx, rdb, key, token)
@@ -99,7 +103,7 @@ func TestUncontendedIsOneScriptAndLeavesNoQueue(t *testing.T) {
 	ctx := tctx(t, 10*time.Second)
 	key := "lock:t{uncontended}"
 	tok := newToken()
-	r, err := Acquire(ctx, rdb, key, tok, time.Second, false, time.Second)
+	r, err := acq(ctx, rdb, key, tok, time.Second, false, time.Second, "")
 	if err != nil || !r.Granted || r.Fence != 0 {
 		t.Fatalf("Acquire on a free key = %+v, %v; want granted, fence 0", r, err)
 	}
@@ -130,13 +134,13 @@ func TestQueuePositionsAndNoBarging(t *testing.T) {
 	ctx := tctx(t, 10*time.Second)
 	key := "lock:t{positions}"
 	holder := newToken()
-	if r, _ := Acquire(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second); !r.Granted {
+	if r, _ := acq(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
 		t.Fatal("first Acquire not granted")
 	}
 	toks := []string{newToken(), newToken(), newToken()}
 	var joined []int64
 	for i, tok := range toks {
-		r, err := Acquire(ctx, rdb, key, tok, time.Second, false, 5*time.Second)
+		r, err := acq(ctx, rdb, key, tok, time.Second, false, 5*time.Second, "")
 		if err != nil || r.Granted || r.Position != i+1 {
 			t.Fatalf("waiter %d: %+v, %v; want queued at %d", i, r, err, i+1)
 		}
@@ -152,7 +156,7 @@ func TestQueuePositionsAndNoBarging(t *testing.T) {
 		t.Fatalf("join orders not strictly increasing: %v", joined)
 	}
 	// A refresh keeps the place.
-	if r, _ := Acquire(ctx, rdb, key, toks[1], time.Second, false, 5*time.Second); r.Position != 2 || r.Joined != joined[1] {
+	if r, _ := acq(ctx, rdb, key, toks[1], time.Second, false, 5*time.Second, ""); r.Position != 2 || r.Joined != joined[1] {
 		t.Fatalf("refresh moved the waiter: %+v", r)
 	}
 	if held, _ := Release(ctx, rdb, key, holder, "00-trace-holder-01"); !held {
@@ -160,20 +164,20 @@ func TestQueuePositionsAndNoBarging(t *testing.T) {
 	}
 	// The lock is free, but a newcomer and a non-head waiter must not take it.
 	late := newToken()
-	if r, _ := Acquire(ctx, rdb, key, late, time.Second, false, 5*time.Second); r.Granted || r.Position != 4 || r.LockTTL != 0 {
+	if r, _ := acq(ctx, rdb, key, late, time.Second, false, 5*time.Second, ""); r.Granted || r.Position != 4 || r.LockTTL != 0 {
 		t.Fatalf("a newcomer barged in or was misplaced: %+v", r)
 	}
-	if r, _ := Acquire(ctx, rdb, key, toks[1], time.Second, false, 5*time.Second); r.Granted {
+	if r, _ := acq(ctx, rdb, key, toks[1], time.Second, false, 5*time.Second, ""); r.Granted {
 		t.Fatal("the second waiter took the lock before the head")
 	}
-	r, err := Acquire(ctx, rdb, key, toks[0], time.Second, false, 5*time.Second)
+	r, err := acq(ctx, rdb, key, toks[0], time.Second, false, 5*time.Second, "")
 	if err != nil || !r.Granted {
 		t.Fatalf("the head was not granted: %+v, %v", r, err)
 	}
 	if r.Previous != "00-trace-holder-01" {
 		t.Fatalf("Previous = %q, want the releaser's trace context", r.Previous)
 	}
-	if r, _ := Acquire(ctx, rdb, key, toks[1], time.Second, false, 5*time.Second); r.Position != 1 {
+	if r, _ := acq(ctx, rdb, key, toks[1], time.Second, false, 5*time.Second, ""); r.Position != 1 {
 		t.Fatalf("after the grant the second waiter is at %d, want 1", r.Position)
 	}
 }
@@ -187,7 +191,7 @@ func TestFenceIsMaxOfCounterAndServerMicros(t *testing.T) {
 	check := func(what string) {
 		t.Helper()
 		tok := newToken()
-		r, err := Acquire(ctx, rdb, key, tok, time.Second, true, time.Second)
+		r, err := acq(ctx, rdb, key, tok, time.Second, true, time.Second, "")
 		if err != nil || !r.Granted {
 			t.Fatalf("%s: %+v, %v", what, r, err)
 		}
@@ -211,7 +215,7 @@ func TestFenceIsMaxOfCounterAndServerMicros(t *testing.T) {
 	}
 	last += 1_000_000_000
 	tok := newToken()
-	r, _ := Acquire(ctx, rdb, key, tok, time.Second, true, time.Second)
+	r, _ := acq(ctx, rdb, key, tok, time.Second, true, time.Second, "")
 	if r.Fence != last+1 {
 		t.Fatalf("fence %d, want counter+1 = %d", r.Fence, last+1)
 	}
@@ -327,7 +331,7 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 	ctx := tctx(t, 20*time.Second)
 	key := "lock:t{cancel}"
 	holder := newToken()
-	if r, _ := Acquire(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second); !r.Granted {
+	if r, _ := acq(ctx, rdb, key, holder, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
 		t.Fatal("holder not granted")
 	}
 	a, b, c := newToken(), newToken(), newToken()
@@ -339,7 +343,7 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 	}()
 	waitQueued(t, rdb, key, a, 1)
 	for i, tok := range []string{b, c} {
-		if r, _ := Acquire(ctx, rdb, key, tok, time.Second, false, 5*time.Second); r.Position != i+2 {
+		if r, _ := acq(ctx, rdb, key, tok, time.Second, false, 5*time.Second, n.Channel(key)); r.Position != i+2 {
 			t.Fatalf("position %d, want %d", r.Position, i+2)
 		}
 	}
@@ -356,7 +360,7 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 	// b is the head now; the release wakes it, by push.
 	bw := n.Subscribe(key, b)
 	defer bw.Close()
-	waitFor(t, "the subscription", func() bool { return rdb.PubSubNumSub(ctx, Channel(key)).Val()[Channel(key)] == 1 })
+	waitFor(t, "the subscription", func() bool { return rdb.PubSubNumSub(ctx, n.Channel(key)).Val()[n.Channel(key)] == 1 })
 	if held, _ := Release(ctx, rdb, key, holder, ""); !held {
 		t.Fatal("release")
 	}
@@ -369,7 +373,7 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPush(t, ctx, cw)
-	if r, _ := Acquire(ctx, rdb, key, c, time.Second, false, 5*time.Second); !r.Granted {
+	if r, _ := acq(ctx, rdb, key, c, time.Second, false, 5*time.Second, ""); !r.Granted {
 		t.Fatalf("c not granted after b left: %+v", r)
 	}
 }
@@ -406,7 +410,7 @@ func TestNotifierOneSubscriptionPerKeyAndNoLeak(t *testing.T) {
 			ws = append(ws, n.Subscribe(k, tok))
 		}
 	}
-	numsub := func(k string) int64 { return admin.PubSubNumSub(ctx, Channel(k)).Val()[Channel(k)] }
+	numsub := func(k string) int64 { return admin.PubSubNumSub(ctx, n.Channel(k)).Val()[n.Channel(k)] }
 	for _, k := range keys {
 		waitFor(t, "the subscription to "+k, func() bool { return numsub(k) > 0 })
 		if s := numsub(k); s != 1 {
@@ -415,7 +419,7 @@ func TestNotifierOneSubscriptionPerKeyAndNoLeak(t *testing.T) {
 	}
 	// A message wakes only the waiter it names.
 	for i, w := range ws {
-		if err := admin.Publish(ctx, Channel(keys[i/4]), toks[i]).Err(); err != nil {
+		if err := admin.Publish(ctx, n.Channel(keys[i/4]), toks[i]).Err(); err != nil {
 			t.Fatal(err)
 		}
 		waitPush(t, ctx, w)
@@ -505,5 +509,55 @@ func waitPush(t *testing.T, ctx context.Context, w *Waiter) {
 		case k == WakePush:
 			return
 		}
+	}
+}
+
+// TestReleaseWakesOnlyTheHeadsClient: a release publishes on the channel
+// of the head's Notifier alone, so the other clients receive nothing.
+func TestReleaseWakesOnlyTheHeadsClient(t *testing.T) {
+	srv := startRedis(t)
+	ctx := tctx(t, 20*time.Second)
+	key := "lock:t{onlyhead}"
+	r1, r2 := srv.Client(t), srv.Client(t)
+	n1, n2 := NewNotifier(r1, NotifierOptions{}), NewNotifier(r2, NotifierOptions{})
+	t.Cleanup(func() { _ = n1.Close(); _ = n2.Close() })
+	if n1.Channel(key) == n2.Channel(key) {
+		t.Fatal("two Notifiers share a channel")
+	}
+	holder, head, second := newToken(), newToken(), newToken()
+	if r, _ := acq(ctx, r1, key, holder, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
+		t.Fatal("holder")
+	}
+	if r, _ := acq(ctx, r1, key, head, 10*time.Second, false, 5*time.Second, n1.Channel(key)); r.Position != 1 {
+		t.Fatal("head")
+	}
+	if r, _ := acq(ctx, r2, key, second, 10*time.Second, false, 5*time.Second, n2.Channel(key)); r.Position != 2 {
+		t.Fatal("second")
+	}
+	w1, w2 := n1.Subscribe(key, head), n2.Subscribe(key, second)
+	defer w1.Close()
+	defer w2.Close()
+	for _, c := range []string{n1.Channel(key), n2.Channel(key)} {
+		waitFor(t, "the subscription to "+c, func() bool { return r1.PubSubNumSub(ctx, c).Val()[c] == 1 })
+	}
+	// PUBLISH returns the number of receivers: watch the release's by
+	// checking the second client saw nothing at all.
+	if held, _ := Release(ctx, r1, key, holder, ""); !held {
+		t.Fatal("release")
+	}
+	waitPush(t, ctx, w1)
+	time.Sleep(50 * time.Millisecond)
+	n2.mu.Lock()
+	recent := n2.groups[""].chans[n2.Channel(key)].recent
+	n2.mu.Unlock()
+	if recent != ([8]string{}) {
+		t.Fatalf("the second client received %q", recent)
+	}
+	select {
+	case k := <-w2.C():
+		if k == WakePush {
+			t.Fatal("the second waiter was pushed")
+		}
+	default:
 	}
 }

@@ -2,8 +2,11 @@ package fifo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,10 +37,11 @@ func (w Wake) String() string {
 	}
 }
 
-// Notifier delivers wake-ups to the waiters of one go-redis client. It
-// holds one subscription per lock key, shared by all the client's waiters
-// on that key and reference-counted, and wakes only the waiter whose token
-// a message names.
+// Notifier delivers wake-ups to the waiters of one go-redis client. It has
+// its own channel per lock key (Channel), so a release's publish reaches
+// only the client of the waiter it wakes; it holds one subscription per
+// lock key, shared by all the client's waiters on that key and
+// reference-counted, and wakes only the waiter whose token a message names.
 //
 // On a *redis.ClusterClient it uses sharded Pub/Sub (SSUBSCRIBE, Redis 7),
 // with one Pub/Sub connection per hash tag in use, to the node that serves
@@ -50,6 +54,7 @@ func (w Wake) String() string {
 // the connection was down costs a waiter at most its fallback timer.
 type Notifier struct {
 	rdb     redis.UniversalClient
+	id      string
 	sharded bool
 	linger  time.Duration
 	timeout time.Duration
@@ -78,14 +83,21 @@ func NewNotifier(rdb redis.UniversalClient, o NotifierOptions) *Notifier {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
 	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
 	return &Notifier{
 		rdb:     rdb,
+		id:      hex.EncodeToString(id[:]),
 		sharded: Sharded(rdb),
 		linger:  o.Linger,
 		timeout: o.Timeout,
 		groups:  make(map[string]*group),
 	}
 }
+
+// Channel is the channel this Notifier listens on for key's wake-ups: the
+// Request.Wake of its waiters. It shares key's hash slot.
+func (n *Notifier) Channel(key string) string { return key + ChannelSuffix + n.id }
 
 // Waiter is one queued token's registration with a Notifier. It is used by
 // one goroutine at a time; Close ends it.
@@ -123,7 +135,7 @@ type group struct {
 // (WakeSubscribed) once it is in place. Subscribe never blocks on I/O.
 // After Close it returns a Waiter that only its timer wakes.
 func (n *Notifier) Subscribe(key, token string) *Waiter {
-	ch := Channel(key)
+	ch := n.Channel(key)
 	w := &Waiter{n: n, channel: ch, token: token, c: make(chan Wake, 1)}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -252,8 +264,9 @@ func (n *Notifier) Close() error {
 }
 
 // run owns one Pub/Sub connection: it subscribes and unsubscribes to match
-// the group's channels, dispatches messages, and closes the connection once
-// it has had no channel for the linger time.
+// the group's channels, pings it when it has been quiet, and closes it once
+// it has had no channel for the linger time. A second goroutine receives
+// and dispatches, so that a wake-up costs no hop through a Go channel.
 func (n *Notifier) run(g *group) {
 	defer n.wg.Done()
 	ctx := context.Background()
@@ -308,14 +321,37 @@ func (n *Notifier) run(g *group) {
 		return empty
 	}
 	reconcile()
-	// Only now: the receiving goroutine's first connection must be routed
-	// by a channel, which the first subscription has recorded.
-	msgs := ps.ChannelWithSubscriptions(redis.WithChannelSize(256))
-	defer func() {
-		_ = ps.Close()
-		for range msgs { // until go-redis's receiver has exited
+
+	// Only now: the receiver's first connection must be routed by a
+	// channel, which the first subscription has recorded.
+	var stopping atomic.Bool
+	var heard atomic.Int64 // unix ns of the last thing received
+	received := make(chan struct{})
+	go func() {
+		defer close(received)
+		for {
+			m, err := ps.Receive(ctx)
+			if stopping.Load() {
+				return
+			}
+			if err != nil {
+				// go-redis reconnects and resubscribes on the next
+				// Receive; do not spin while the server is away.
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			heard.Store(time.Now().UnixNano())
+			n.dispatch(g, m)
 		}
 	}()
+	defer func() {
+		stopping.Store(true)
+		_ = ps.Close()
+		<-received
+	}()
+
+	health := time.NewTicker(healthInterval)
+	defer health.Stop()
 	for {
 		select {
 		case <-g.stop:
@@ -332,14 +368,21 @@ func (n *Notifier) run(g *group) {
 				return
 			}
 			n.mu.Unlock()
-		case m, ok := <-msgs:
-			if !ok {
-				return
+		case <-health.C:
+			// A quiet connection may be a dead one: a PING that cannot be
+			// written makes go-redis reconnect and resubscribe.
+			if time.Since(time.Unix(0, heard.Load())) >= healthInterval {
+				cctx, cancel := context.WithTimeout(ctx, n.timeout)
+				_ = ps.Ping(cctx)
+				cancel()
 			}
-			n.dispatch(g, m)
 		}
 	}
 }
+
+// healthInterval is how long a Pub/Sub connection may stay quiet before it
+// is pinged.
+const healthInterval = 3 * time.Second
 
 func (n *Notifier) dispatch(g *group, m any) {
 	n.mu.Lock()
