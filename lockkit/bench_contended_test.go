@@ -3,7 +3,6 @@ package lockkit_test
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"math"
 	"slices"
 	"sync"
@@ -30,6 +29,9 @@ import (
 //	max-share     cs/s ÷ the theoretical max (1 / the measured mean hold)
 //	wait-p50-ms, wait-p99-ms, wait-max-ms
 //	              from the start of an acquisition to its grant
+//	wait-p99-cs   wait p99 in critical sections (÷ the mean cycle, 1/cs/s):
+//	              the machine's speed factored out; strict FIFO with 16
+//	              contenders waits for the 15 others, ~15
 //	retake-share  grants that went to the goroutine that released last
 //	gap-p50-µs    median release-to-next-grant gap (release sent → grant returned)
 //	cpu-µs/cs     this process's user+sys CPU (getrusage) per critical section
@@ -170,7 +172,10 @@ func runContended(b *testing.B, setup func(b *testing.B, rdb *redis.Client, ws *
 	ws := &wakeStats{}
 	var contenders []contender
 	for range contendedClients {
-		rdb := srv.Client(b, func(o *redis.Options) { o.PoolSize = contendedPerClient + 2 })
+		rdb := srv.Client(b, func(o *redis.Options) {
+			o.PoolSize = contendedPerClient + 2
+			o.ReadTimeout, o.WriteTimeout = 5*time.Second, 5*time.Second // a loaded machine is slow, not broken
+		})
 		if err := rdb.Ping(context.Background()).Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -185,6 +190,7 @@ func runContended(b *testing.B, setup func(b *testing.B, rdb *redis.Client, ws *
 		gaps        []time.Duration
 		holds       time.Duration
 		retakes     int
+		failures    int
 		lastHolder  = -1
 		lastRelease time.Time
 	)
@@ -203,10 +209,17 @@ func runContended(b *testing.B, setup func(b *testing.B, rdb *redis.Client, ws *
 				t0 := time.Now()
 				release, err := c(ctx)
 				if err != nil {
-					if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-						b.Error(err)
+					if ctx.Err() != nil {
+						return
 					}
-					return
+					// Not contention: a command failed (on a loaded machine,
+					// say a read timeout). Counted and shown, not fatal.
+					mu.Lock()
+					if failures++; failures == 1 {
+						b.Logf("first failed acquisition: %v", err)
+					}
+					mu.Unlock()
+					continue
 				}
 				granted := time.Now()
 				mu.Lock()
@@ -250,11 +263,13 @@ func runContended(b *testing.B, setup func(b *testing.B, rdb *redis.Client, ws *
 	b.ReportMetric(ms(quantile(waits, 0.50)), "wait-p50-ms")
 	b.ReportMetric(ms(quantile(waits, 0.99)), "wait-p99-ms")
 	b.ReportMetric(ms(waits[n-1]), "wait-max-ms")
+	b.ReportMetric(quantile(waits, 0.99).Seconds()*csps, "wait-p99-cs")
 	b.ReportMetric(float64(retakes)/float64(n), "retake-share")
 	if len(gaps) > 0 {
 		b.ReportMetric(float64(quantile(gaps, 0.50))/float64(time.Microsecond), "gap-p50-µs")
 	}
 	b.ReportMetric(float64(cpu)/float64(time.Microsecond)/float64(n), "cpu-µs/cs")
+	b.ReportMetric(float64(failures), "failures")
 	ws.mu.Lock()
 	if total := ws.push + ws.timer + ws.subscribe; total > 0 {
 		b.ReportMetric(float64(ws.push)/float64(total), "push-share")

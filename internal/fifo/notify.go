@@ -123,10 +123,12 @@ type channelState struct {
 
 // group is one Pub/Sub connection and the goroutine that runs it.
 type group struct {
-	tag   string
-	chans map[string]*channelState // desired subscriptions; under Notifier.mu
-	kick  chan struct{}            // reconcile subscriptions (capacity 1)
-	stop  chan struct{}            // closed by Notifier.Close
+	tag string
+	// chans are the group's channels, under Notifier.mu: subscribed while
+	// they have waiters, dropped once unsubscribed without any.
+	chans map[string]*channelState
+	kick  chan struct{} // reconcile subscriptions (capacity 1)
+	stop  chan struct{} // closed by Notifier.Close
 }
 
 // Subscribe registers token, queued on key, for wake-ups and returns its
@@ -158,7 +160,9 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 	if cs == nil {
 		cs = &channelState{waiters: make(map[string]*Waiter)}
 		g.chans[ch] = cs
-		g.poke()
+	}
+	if len(cs.waiters) == 0 {
+		g.poke() // subscribe, or keep the subscription a pending unsubscribe would drop
 	}
 	cs.waiters[token] = w
 	for _, t := range cs.recent {
@@ -212,7 +216,9 @@ func (w *Waiter) Close() {
 		}
 		delete(cs.waiters, w.token)
 		if len(cs.waiters) == 0 {
-			delete(w.g.chans, w.channel)
+			// The channel state stays until the unsubscription is done:
+			// a message that arrives meanwhile is kept in recent for a
+			// waiter that registers again.
 			w.g.poke()
 		}
 	})
@@ -284,17 +290,16 @@ func (n *Notifier) run(g *group) {
 	reconcile := func() (empty bool) {
 		n.mu.Lock()
 		var add, drop []string
-		for ch := range g.chans {
-			if !subscribed[ch] {
+		for ch, cs := range g.chans {
+			switch {
+			case len(cs.waiters) > 0 && !subscribed[ch]:
 				add = append(add, ch)
-			}
-		}
-		for ch := range subscribed {
-			if g.chans[ch] == nil {
+			case len(cs.waiters) == 0 && subscribed[ch]:
 				drop = append(drop, ch)
+			case len(cs.waiters) == 0:
+				delete(g.chans, ch)
 			}
 		}
-		empty = len(g.chans) == 0
 		n.mu.Unlock()
 		for _, ch := range add {
 			// An error (say the connection is down) still records the
@@ -318,7 +323,16 @@ func (n *Notifier) run(g *group) {
 			cancel()
 			delete(subscribed, ch)
 		}
-		return empty
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		for _, ch := range drop {
+			if cs := g.chans[ch]; cs != nil && len(cs.waiters) == 0 {
+				delete(g.chans, ch)
+			} else if cs != nil {
+				g.poke() // a waiter came back meanwhile: subscribe again
+			}
+		}
+		return len(g.chans) == 0
 	}
 	reconcile()
 
