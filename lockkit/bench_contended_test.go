@@ -35,7 +35,9 @@ import (
 //	retake-share  grants that went to the goroutine that released last
 //	gap-p50-µs    median release-to-next-grant gap (release sent → grant returned)
 //	cpu-µs/cs     this process's user+sys CPU (getrusage) per critical section
-//	push-share    FIFO only: wake-ups caused by a push rather than the timer
+//	push-share    FIFO only: wake-ups caused by a push; the others are
+//	timer-wakes   (fallback timer: a non-head's refresh, or a lost push) and
+//	subscribed-wakes (a (re)subscription, each client's first included)
 const (
 	contendedClients    = 4
 	contendedPerClient  = 4
@@ -134,8 +136,9 @@ func BenchmarkContendedFIFO(b *testing.B) {
 						w = n.Subscribe(key, tok)
 					}
 					var k fifo.Wake
-					k, err = w.Wait(ctx, r.Fallback(fallback))
-					ws.add(k)
+					if k, err = w.Wait(ctx, r.Fallback(fallback)); err == nil {
+						ws.add(k)
+					}
 				}
 				if err != nil {
 					lctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -273,6 +276,8 @@ func runContended(b *testing.B, setup func(b *testing.B, rdb *redis.Client, ws *
 	ws.mu.Lock()
 	if total := ws.push + ws.timer + ws.subscribe; total > 0 {
 		b.ReportMetric(float64(ws.push)/float64(total), "push-share")
+		b.ReportMetric(float64(ws.timer), "timer-wakes")
+		b.ReportMetric(float64(ws.subscribe), "subscribed-wakes")
 	}
 	ws.mu.Unlock()
 }

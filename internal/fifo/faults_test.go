@@ -221,7 +221,7 @@ func drain(w *Waiter) {
 // its end that the lock still holds its token (the other's lease was lost
 // to the disturbance). Every worker must finish (no hang), every fence is
 // issued once, and each worker's fences increase. Workers go on past rounds
-// until disturb has returned. disturb runs once, in its
+// until each has been granted the lock 3 times after disturb returned. disturb runs once, in its
 // own goroutine, as soon as a holder sees a non-empty queue; each critical
 // section lasts hold. It returns the number of overlapping pairs.
 func contend(t *testing.T, ctx context.Context, clients []redis.UniversalClient, key string, workersPer, rounds int, hold time.Duration, disturb func()) int {
@@ -249,7 +249,8 @@ func contend(t *testing.T, ctx context.Context, clients []redis.UniversalClient,
 			go func() {
 				defer wg.Done()
 				var last int64
-				for i := 0; i < rounds || !isClosed(disturbed); i++ {
+				after := 0 // grants since disturb returned
+				for i := 0; i < rounds || after < 3; i++ {
 					tok := newToken()
 					a, err := acquire(ctx, rdb, n, key, tok, 2*time.Second, 2*time.Second, 100*time.Millisecond, true)
 					if err != nil {
@@ -265,6 +266,9 @@ func contend(t *testing.T, ctx context.Context, clients []redis.UniversalClient,
 						errs <- fmt.Errorf("fence %d after this worker's %d", a.res.Fence, last)
 					}
 					last = a.res.Fence
+					if isClosed(disturbed) {
+						after++
+					}
 					mu.Lock()
 					if fences[a.res.Fence] {
 						dup++
