@@ -83,10 +83,11 @@ if not joined then
   end
 end
 redis.call('ZADD', deadlines, now_ms + wttl, token)
--- The queue lives as long as its longest-lived waiter could.
-if redis.call('PTTL', queue) < wttl then
-  redis.call('PEXPIRE', queue, wttl)
-  redis.call('PEXPIRE', deadlines, wttl)
-  redis.call('PEXPIRE', chans, wttl)
+-- The queue's keys live as long as their longest-lived waiter could, and
+-- no longer: a queue nobody calls on again disappears by itself.
+for _, k in ipairs({queue, deadlines, chans}) do
+  if redis.call('PTTL', k) < wttl then
+    redis.call('PEXPIRE', k, wttl)
+  end
 end
 return {0, redis.call('PTTL', lock), redis.call('ZRANK', queue, token) + 1, joined}

@@ -561,3 +561,28 @@ func TestReleaseWakesOnlyTheHeadsClient(t *testing.T) {
 	default:
 	}
 }
+
+// TestAbandonedQueueExpires: waiters that vanish without leaving leave
+// keys that expire by themselves, one waiter TTL later.
+func TestAbandonedQueueExpires(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	ctx := tctx(t, 10*time.Second)
+	key := "lock:t{abandoned}"
+	if r, _ := acq(ctx, rdb, key, newToken(), 200*time.Millisecond, false, time.Second, ""); !r.Granted {
+		t.Fatal("holder")
+	}
+	for range 3 {
+		if r, _ := acq(ctx, rdb, key, newToken(), time.Second, false, 300*time.Millisecond, "lock:t{abandoned}:w:x"); r.Granted {
+			t.Fatal("granted")
+		}
+	}
+	for _, k := range []string{key + QueueSuffix, key + DeadlinesSuffix, key + ChannelsSuffix} {
+		if d := rdb.PTTL(ctx, k).Val(); d <= 0 || d > 300*time.Millisecond {
+			t.Fatalf("%s: PTTL %v, want (0, 300ms]", k, d)
+		}
+	}
+	waitFor(t, "the queue keys to expire", func() bool {
+		return rdb.Exists(ctx, key, key+QueueSuffix, key+DeadlinesSuffix, key+ChannelsSuffix).Val() == 0
+	})
+}
