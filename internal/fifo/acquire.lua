@@ -8,21 +8,36 @@
 -- KEYS[2]  queue: ZSET token -> join order (server µs, strictly increasing)
 -- KEYS[3]  deadlines: ZSET token -> server ms after which the waiter is dead
 -- KEYS[4]  previous holder: the trace context the last releaser left
--- KEYS[5]  wake-up channels: HASH token -> the channel its client listens on
+-- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing',
+--          what a release needs to hand the lock over and tell the waiter
 -- KEYS[6]  fence counter (only when fencing)
 -- ARGV[1]  token
 -- ARGV[2]  lock TTL, ms
 -- ARGV[3]  waiter TTL, ms: how long a waiter stays queued without calling again
--- ARGV[4]  this waiter's wake-up channel, or '' (timer only)
+-- ARGV[4]  this waiter's wake-up channel, or '' (timer only: no handover)
 -- ARGV[5]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
 --
--- Returns {1, fence, previous} when granted (fence 0 without fencing;
--- previous is nil unless the grant came from the queue and the releaser left
--- a trace context), or {0, lock PTTL, position, join order} when queued
--- (position 1 is the head; the join order is the token's score in the queue). All times come from the server's clock (TIME).
+-- Returns {1, fence, previous, lock PTTL} when granted, or when a release
+-- already handed the lock to this token (fence 0 without fencing; previous
+-- is nil unless the grant came from the queue and the releaser left a trace
+-- context), or {0, lock PTTL, position, join order} when queued (position 1
+-- is the head; the join order is the token's score in the queue). All times
+-- come from the server's clock (TIME).
 
-local lock, queue, deadlines, prevkey, chans = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, wttl = ARGV[1], tonumber(ARGV[3])
+
+local owner = redis.call('GET', lock)
+if owner == token then
+  -- A release handed the lock to this token (its push may have been lost),
+  -- or this is a retry of a grant whose reply was lost. No other grant can
+  -- have followed while the token holds the lock, so the counter is its fence.
+  local fence = 0
+  if #KEYS >= 6 then
+    fence = tonumber(redis.call('GET', KEYS[6]) or '0')
+  end
+  return {1, fence, redis.call('GET', prevkey), redis.call('PTTL', lock)}
+end
 
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -32,18 +47,18 @@ local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 
 if #dead > 0 then
   redis.call('ZREM', queue, unpack(dead))
   redis.call('ZREM', deadlines, unpack(dead))
-  redis.call('HDEL', chans, unpack(dead))
+  redis.call('HDEL', waiters, unpack(dead))
 end
 
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
-if redis.call('EXISTS', lock) == 0 then
+if not owner then
   if head == nil or head == token then
     redis.call('SET', lock, token, 'PX', ARGV[2])
     local prev = false
     if head then
       redis.call('ZREM', queue, token)
       redis.call('ZREM', deadlines, token)
-      redis.call('HDEL', chans, token)
+      redis.call('HDEL', waiters, token)
       prev = redis.call('GET', prevkey)
     end
     local fence = 0
@@ -57,13 +72,14 @@ if redis.call('EXISTS', lock) == 0 then
         fence = tonumber(us)
       end
     end
-    return {1, fence, prev}
+    return {1, fence, prev, tonumber(ARGV[2])}
   end
   if #dead > 0 then
     -- The lock is free and pruning may have made a new head that no release
-    -- told: tell it now.
-    local ch = redis.call('HGET', chans, head)
-    if ch then
+    -- told: tell it now (a plain wake-up; it takes the lock itself).
+    local w = redis.call('HGET', waiters, head)
+    local ch = w and string.match(w, '^([^|]*)|')
+    if ch and ch ~= '' then
       redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ch, head)
     end
   end
@@ -78,14 +94,12 @@ if not joined then
   end
   joined = string.format('%.0f', seq)
   redis.call('ZADD', queue, joined, token)
-  if ARGV[4] ~= '' then
-    redis.call('HSET', chans, token, ARGV[4])
-  end
+  redis.call('HSET', waiters, token, ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. (#KEYS >= 6 and '1' or '0'))
 end
 redis.call('ZADD', deadlines, now_ms + wttl, token)
 -- The queue's keys live as long as their longest-lived waiter could, and
 -- no longer: a queue nobody calls on again disappears by itself.
-for _, k in ipairs({queue, deadlines, chans}) do
+for _, k in ipairs({queue, deadlines, waiters}) do
   if redis.call('PTTL', k) < wttl then
     redis.call('PEXPIRE', k, wttl)
   end

@@ -21,7 +21,7 @@ import (
 )
 
 // helperEnv makes the test binary a queued waiter process (see
-// TestHelperQueuedWaiter): "addr key token waiterTTLms".
+// TestHelperQueuedWaiter): "addr key token waiterTTLms wake" (wake "-": none).
 const helperEnv = "LOCKKIT_FIFO_HELPER"
 
 // TestHelperQueuedWaiter is not a test: run as a child process, it joins a
@@ -33,10 +33,11 @@ func TestHelperQueuedWaiter(t *testing.T) {
 	}
 	f := strings.Fields(spec)
 	wttl, _ := strconv.Atoi(f[3])
+	wake := strings.TrimPrefix(f[4], "-")
 	rdb := redis.NewClient(&redis.Options{Addr: f[0], MaxRetries: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := acq(ctx, rdb, f[1], f[2], time.Second, false, time.Duration(wttl)*time.Millisecond, "")
+	r, err := acq(ctx, rdb, f[1], f[2], time.Second, false, time.Duration(wttl)*time.Millisecond, wake)
 	if err != nil || r.Granted {
 		fmt.Printf("error %+v %v\n", r, err)
 		os.Exit(1)
@@ -51,6 +52,14 @@ func TestHelperQueuedWaiter(t *testing.T) {
 // (waiterTTL) and at most one fallback interval of the next waiter after
 // that; it is not pruned before its deadline.
 func TestKilledWaiterDelaysByTheBound(t *testing.T) {
+	t.Run("timer-only", func(t *testing.T) { killedWaiter(t, false) })
+	t.Run("handover", func(t *testing.T) { killedWaiter(t, true) })
+}
+
+// killedWaiter: with handover, the release hands the lock to the dead
+// waiter, which keeps it for min(its TTL 1s, its WaiterTTL 1.5s); without,
+// the dead waiter blocks the queue until its deadline.
+func killedWaiter(t *testing.T, handover bool) {
 	srv := startRedis(t)
 	rdb := srv.Client(t)
 	n := NewNotifier(rdb, NotifierOptions{})
@@ -64,7 +73,11 @@ func TestKilledWaiterDelaysByTheBound(t *testing.T) {
 		t.Fatal("holder not granted")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperQueuedWaiter$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d", helperEnv, srv.Addr(), key, dead, waiterTTL.Milliseconds()))
+	wake := "-"
+	if handover {
+		wake = key + ChannelSuffix + "dead"
+	}
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s %s %d %s", helperEnv, srv.Addr(), key, dead, waiterTTL.Milliseconds(), wake))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -120,15 +133,26 @@ func TestKilledWaiterDelaysByTheBound(t *testing.T) {
 	stall := g.at - released
 	t.Logf("dead waiter's deadline %v after the release; the live waiter was granted after %dms (waiterTTL %v, fallback %v); wakes %v",
 		time.Duration(int64(deadline)-released)*time.Millisecond, stall, waiterTTL, fallback, g.a.wakes)
-	if g.at < int64(deadline) {
-		t.Fatalf("granted at %d, before the dead waiter's deadline %d: a waiter was pruned early", g.at, int64(deadline))
-	}
 	const slack = 300 // ms: scheduling and the race detector
-	if bound := int64(deadline) + fallback.Milliseconds() + slack; g.at > bound {
-		t.Fatalf("granted at %d, after deadline + fallback (+%dms slack) = %d", g.at, slack, bound)
-	}
-	if stall > (waiterTTL+fallback).Milliseconds()+slack {
-		t.Fatalf("stall %dms exceeds waiterTTL + fallback", stall)
+	if handover {
+		// The dead waiter held the lock for min(TTL 1s, WaiterTTL 1.5s).
+		const px = 1000
+		if stall < px-50 {
+			t.Fatalf("granted %dms after the release, before the handed-over lock (%dms) expired", stall, px)
+		}
+		if stall > px+fallback.Milliseconds()+slack {
+			t.Fatalf("stall %dms exceeds min(TTL, WaiterTTL) + fallback", stall)
+		}
+	} else {
+		if g.at < int64(deadline) {
+			t.Fatalf("granted at %d, before the dead waiter's deadline %d: a waiter was pruned early", g.at, int64(deadline))
+		}
+		if bound := int64(deadline) + fallback.Milliseconds() + slack; g.at > bound {
+			t.Fatalf("granted at %d, after deadline + fallback (+%dms slack) = %d", g.at, slack, bound)
+		}
+		if stall > (waiterTTL+fallback).Milliseconds()+slack {
+			t.Fatalf("stall %dms exceeds waiterTTL + fallback", stall)
+		}
 	}
 	if n := rdb.ZCard(ctx, key+QueueSuffix).Val(); n != 0 {
 		t.Fatalf("%d entries left in the queue", n)

@@ -14,7 +14,7 @@
 //	key:q        the queue, a ZSET token -> join order (server µs, strictly increasing)
 //	key:qd       the waiters' deadlines, a ZSET token -> server ms
 //	key:qp       the trace context the last releaser left for the next holder
-//	key:qc       the waiters' wake-up channels, a HASH token -> channel
+//	key:qc       the waiters: HASH token -> channel|TTL|waiter TTL|fencing
 //	key:w:<id>   the wake-up channel of the Notifier (one per go-redis client)
 //	             whose id it is; a message's payload is the token it wakes
 //
@@ -35,20 +35,30 @@
 // and pruned; a live waiter pruned that way (paused for longer than
 // WaiterTTL) rejoins at the tail on its next call, it never hangs.
 //
-// [Release] deletes the lock if it holds the token and publishes the token
-// now at the head, on the channel of that token's client: one release
-// wakes one waiter in one process. [Leave] takes a token out of the queue
-// (a cancelled ctx, MaxWait, out of attempts) and, when the lock is free,
-// wakes the head.
+// [Release] deletes the lock if it holds the token and hands it over to the
+// token now at the head, in the same script: the lock is set to the head's
+// token (for min(its TTL, its WaiterTTL)), its fence issued, and the grant
+// published on the channel of that token's client, so one release wakes
+// one waiter in one process and the waiter starts without a round trip
+// ([Waiter.Granted]). A head whose push is lost finds the grant on its next
+// Acquire. [Leave] takes a token out of the queue (a cancelled ctx, MaxWait,
+// out of attempts) and, when the lock is free, hands it to the next head.
+//
+// A grant by handover starts before the waiter hears of it: the Client
+// must count the lease from the send of the waiter's last Acquire (always
+// earlier than the handover), and extend it at once to its full TTL
+// (Result.LockTTL is what the handover gave).
 //
 // # What a dead waiter costs
 //
 // A waiter that dies (or stops calling without leaving) stays queued until
-// its deadline, WaiterTTL after its last call. The first script to run after
-// that prunes it, and if that leaves a new head while the lock is free,
-// publishes to it. Live waiters call at least once per fallback F, so a
-// dead waiter at the head stalls the lock for at most WaiterTTL + F after
-// its last call (plus one push); TestKilledWaiterDelaysByTheBound checks
+// its deadline, WaiterTTL after its last call, and is pruned by the first
+// script to run after that. If a release hands the lock to it before then,
+// the lock stays with the dead token for min(TTL, WaiterTTL), the
+// handover's PX; the next waiter, now the head, caps its Fallback F by the
+// lock's PTTL and takes it then. Either way a dead waiter stalls the lock
+// for at most min(TTL, WaiterTTL) + F after the release (WaiterTTL + F
+// after its last call at worst); TestKilledWaiterDelaysByTheBound checks
 // it. Waiters that die together expire together: their stalls overlap
 // rather than add, unlike deadlines chained one after another. A dead
 // holder is the lock TTL's business, as without a queue: the head's
@@ -99,7 +109,7 @@ const (
 	QueueSuffix     = ":q"
 	DeadlinesSuffix = ":qd"
 	PreviousSuffix  = ":qp"
-	ChannelsSuffix  = ":qc"
+	WaitersSuffix   = ":qc"
 	ChannelSuffix   = ":w:" // + the Notifier's id
 )
 
@@ -112,9 +122,9 @@ type Request struct {
 	TTL, WaiterTTL time.Duration
 	// Fencing issues a fence with the grant, in the same script.
 	Fencing bool
-	// Wake is the channel to publish on when this token reaches the head of
-	// the queue with the lock free: its Notifier's Channel(Key). "" waits
-	// by the timer alone.
+	// Wake is the channel to publish on when the lock is handed over to
+	// this token: its Notifier's Channel(Key). "" means no handover: the
+	// token waits by its timer alone and takes the lock itself.
 	Wake string
 }
 
@@ -131,8 +141,10 @@ type Result struct {
 	// Position is the token's place in the queue when not granted: 1 is the
 	// head, the next to be granted.
 	Position int
-	// LockTTL is the lock's remaining TTL when not granted: 0 when the lock
-	// is free (another waiter is at the head), -1 when it has no TTL.
+	// LockTTL is the lock's remaining TTL: when not granted, 0 when the
+	// lock is free (another waiter is at the head), -1 when it has no TTL;
+	// when granted, the TTL the lock has, less than Request.TTL after a
+	// handover (extend at once).
 	LockTTL time.Duration
 	// Joined is the token's join order as the server recorded it (its
 	// score in the queue: server µs at joining, strictly increasing).
@@ -195,7 +207,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	if sharded && hashTag(key) == key {
 		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
 	}
-	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + ChannelsSuffix}
+	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix}
 	if req.Fencing {
 		keys = append(keys, key+FenceSuffix)
 	}
@@ -205,7 +217,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 		return Result{}, err
 	}
 	r := Result{waiterTTL: waiterTTL}
-	if len(v) < 3 {
+	if len(v) != 4 {
 		return r, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	a, ok1 := v[0].(int64)
@@ -216,10 +228,13 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	if a == 1 {
 		r.Granted, r.Fence = true, b
 		r.Previous, _ = v[2].(string)
+		if ms, ok := v[3].(int64); ok && ms > 0 {
+			r.LockTTL = time.Duration(ms) * time.Millisecond
+		}
 		return r, nil
 	}
 	pos, ok := v[2].(int64)
-	if !ok || len(v) != 4 {
+	if !ok {
 		return r, fmt.Errorf("%w: %v", ErrReply, v)
 	}
 	r.Position = int(pos)
@@ -237,19 +252,19 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 
 // Release deletes key if it holds token (held reports whether it did; a
 // lock that holds another token is left alone), takes token out of the
-// queue, and, when the lock is free, publishes to the waiter at the head
-// on its client's channel.
+// queue, and, when the lock is free, hands it over to the waiter at the
+// head and publishes the grant on its client's channel.
 // prev, when not "", is the releaser's trace context, left for the next
 // holder (Result.Previous) for as long as the queue lives.
 func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
 	n, err := releaseScript.Run(ctx, rdb,
-		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + ChannelsSuffix},
+		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, key + FenceSuffix},
 		token, flag(Sharded(rdb)), prev).Int64()
 	return n == 1, err
 }
 
-// Leave takes token out of key's queue and, when the lock is free, wakes
-// the waiter now at the head. It is Release without a trace context: if
+// Leave takes token out of key's queue and, when the lock is free, hands it
+// over to the waiter now at the head. It is Release without a trace context: if
 // the lock holds token (a grant whose reply was lost), it is released too,
 // since a token that leaves has given up on its acquisition.
 func Leave(ctx context.Context, rdb redis.Scripter, key, token string) error {

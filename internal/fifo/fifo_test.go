@@ -48,6 +48,7 @@ type acquisition struct {
 	res      Result
 	joined   int64  // the server's join order, 0 when granted at once
 	rejoined int    // times the token had to join again (pruned, or the queue lost)
+	handover bool   // granted by a release's handover, learnt from the push
 	wakes    []Wake // what ended each wait
 	queued   []Result
 	elapsed  time.Duration
@@ -94,6 +95,10 @@ func acquire(ctx context.Context, rdb redis.Scripter, n *Notifier, key, token st
 			return a, err
 		}
 		a.wakes = append(a.wakes, k)
+		if g, ok := w.Granted(); ok {
+			a.res, a.elapsed, a.handover = g, time.Since(start), true
+			return a, nil
+		}
 	}
 }
 
@@ -239,13 +244,14 @@ func TestStrictFIFOUnderContention(t *testing.T) {
 	key := "lock:t{fifo}"
 	const clients, perClient, rounds = 4, 4, 8
 	var (
-		mu       sync.Mutex
-		grants   []int64 // join order of each grant that queued, in grant order
-		immed    int
-		inCS     atomic.Int32
-		overlaps atomic.Int32
-		pushes   atomic.Int32
-		timers   atomic.Int32
+		mu        sync.Mutex
+		grants    []int64 // join order of each grant that queued, in grant order
+		immed     int
+		handovers int
+		inCS      atomic.Int32
+		overlaps  atomic.Int32
+		pushes    atomic.Int32
+		timers    atomic.Int32
 	)
 	var wg sync.WaitGroup
 	errs := make(chan error, clients*perClient)
@@ -275,6 +281,9 @@ func TestStrictFIFOUnderContention(t *testing.T) {
 						grants = append(grants, a.joined)
 					} else {
 						immed++
+					}
+					if a.handover {
+						handovers++
 					}
 					mu.Unlock()
 					for _, k := range a.wakes {
@@ -317,7 +326,10 @@ func TestStrictFIFOUnderContention(t *testing.T) {
 	if len(grants) < clients*perClient*rounds/2 {
 		t.Fatalf("only %d of %d grants came from the queue: no contention to test", len(grants), clients*perClient*rounds)
 	}
-	t.Logf("%d queued grants in join order, %d immediate; wakes: %d push, %d timer", len(grants), immed, pushes.Load(), timers.Load())
+	t.Logf("%d queued grants in join order (%d by handover), %d immediate; wakes: %d push, %d timer", len(grants), handovers, immed, pushes.Load(), timers.Load())
+	if handovers == 0 {
+		t.Fatal("no grant came by handover")
+	}
 	if pushes.Load() == 0 {
 		t.Fatal("no waiter was woken by a push")
 	}
@@ -577,12 +589,79 @@ func TestAbandonedQueueExpires(t *testing.T) {
 			t.Fatal("granted")
 		}
 	}
-	for _, k := range []string{key + QueueSuffix, key + DeadlinesSuffix, key + ChannelsSuffix} {
+	for _, k := range []string{key + QueueSuffix, key + DeadlinesSuffix, key + WaitersSuffix} {
 		if d := rdb.PTTL(ctx, k).Val(); d <= 0 || d > 300*time.Millisecond {
 			t.Fatalf("%s: PTTL %v, want (0, 300ms]", k, d)
 		}
 	}
 	waitFor(t, "the queue keys to expire", func() bool {
-		return rdb.Exists(ctx, key, key+QueueSuffix, key+DeadlinesSuffix, key+ChannelsSuffix).Val() == 0
+		return rdb.Exists(ctx, key, key+QueueSuffix, key+DeadlinesSuffix, key+WaitersSuffix).Val() == 0
 	})
+}
+
+// TestHandover: a release hands the lock to the head in the same script
+// (the lock holds the head's token at once, for min(TTL, WaiterTTL)), with
+// its fence, and the push carries the grant; a newcomer cannot take the
+// lock; the head's Acquire finds the same grant, as it would if the push
+// were lost.
+func TestHandover(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	n := NewNotifier(rdb, NotifierOptions{})
+	t.Cleanup(func() { _ = n.Close() })
+	ctx := tctx(t, 20*time.Second)
+	key := "lock:t{handover}"
+	holder, head, next := newToken(), newToken(), newToken()
+	r0, _ := acq(ctx, rdb, key, holder, 10*time.Second, true, 5*time.Second, "")
+	if !r0.Granted || r0.LockTTL != 10*time.Second {
+		t.Fatalf("holder: %+v", r0)
+	}
+	if r, _ := acq(ctx, rdb, key, head, 10*time.Second, true, 2*time.Second, n.Channel(key)); r.Position != 1 {
+		t.Fatal("head")
+	}
+	if r, _ := acq(ctx, rdb, key, next, 10*time.Second, true, 5*time.Second, n.Channel(key)); r.Position != 2 {
+		t.Fatal("next")
+	}
+	w := n.Subscribe(key, head)
+	defer w.Close()
+	waitFor(t, "the subscription", func() bool { return rdb.PubSubNumSub(ctx, n.Channel(key)).Val()[n.Channel(key)] == 1 })
+	if held, _ := Release(ctx, rdb, key, holder, "00-prev-01"); !held {
+		t.Fatal("release")
+	}
+	if v := rdb.Get(ctx, key).Val(); v != head {
+		t.Fatalf("after the release the lock holds %q, want the head's token", v)
+	}
+	if d := rdb.PTTL(ctx, key).Val(); d <= 0 || d > 2*time.Second {
+		t.Fatalf("handover PTTL %v, want min(TTL 10s, WaiterTTL 2s)", d)
+	}
+	fence, _ := rdb.Get(ctx, key+FenceSuffix).Int64()
+	if fence <= r0.Fence {
+		t.Fatalf("counter %d after the handover, first fence %d", fence, r0.Fence)
+	}
+	if r, _ := acq(ctx, rdb, key, newToken(), time.Second, true, time.Second, ""); r.Granted {
+		t.Fatal("a newcomer took a handed-over lock")
+	}
+	waitPush(t, ctx, w)
+	g, ok := w.Granted()
+	if !ok || g.Fence != fence || g.Previous != "00-prev-01" || g.LockTTL != 2*time.Second {
+		t.Fatalf("pushed grant %+v, %v; want fence %d, previous, LockTTL 2s", g, ok, fence)
+	}
+	r, err := acq(ctx, rdb, key, head, 10*time.Second, true, 2*time.Second, n.Channel(key))
+	if err != nil || !r.Granted || r.Fence != fence || r.Previous != "00-prev-01" {
+		t.Fatalf("the head's Acquire after a handover: %+v, %v; want the same grant", r, err)
+	}
+	if err := rdb.ZScore(ctx, key+QueueSuffix, head).Err(); err != redis.Nil {
+		t.Fatalf("the head is still queued after the handover (%v)", err)
+	}
+	if err := rdb.HGet(ctx, key+WaitersSuffix, head).Err(); err != redis.Nil {
+		t.Fatalf("the head's waiter entry outlived the handover (%v)", err)
+	}
+	// The head leaves at once (its caller gave up): Leave releases the
+	// handed-over lock and hands it on.
+	if err := Leave(ctx, rdb, key, head); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, key).Val(); v != next {
+		t.Fatalf("after the head left the lock holds %q, want the next waiter", v)
+	}
 }

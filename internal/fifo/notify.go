@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -109,14 +110,15 @@ type Waiter struct {
 	c       chan Wake
 	timer   *time.Timer
 	once    sync.Once
+	grant   *Result // a handover's grant, under Notifier.mu
 }
 
 // channelState is one key's subscription: the waiters that share it.
 type channelState struct {
 	waiters map[string]*Waiter // by token
-	// recent holds the last tokens published on the channel that no
-	// waiter here had registered: a waiter registers after its Acquire
-	// reply, and a release in between must not be lost.
+	// recent holds the last payloads published on the channel for tokens
+	// no waiter here had registered: a waiter registers after its Acquire
+	// reply, and a handover in between must not be lost.
 	recent [8]string
 	next   int
 }
@@ -165,12 +167,38 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 		g.poke() // subscribe, or keep the subscription a pending unsubscribe would drop
 	}
 	cs.waiters[token] = w
-	for _, t := range cs.recent {
-		if t == token {
-			w.wake(WakePush)
+	for _, p := range cs.recent {
+		if t, _, _ := strings.Cut(p, " "); t == token {
+			w.deliver(p)
 		}
 	}
 	return w
+}
+
+// Granted returns the grant of a handover that woke w: the lock is held for
+// w's token, with this fence, since before the push; no Acquire is needed.
+// ok is false when the push was only a wake-up (or none came): call
+// Acquire, which also finds a handover whose push was lost.
+func (w *Waiter) Granted() (r Result, ok bool) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if w.grant == nil {
+		return Result{}, false
+	}
+	return *w.grant, true
+}
+
+// deliver wakes w for a message; a handover's 'token fence px previous'
+// also leaves its grant. Called with Notifier.mu held.
+func (w *Waiter) deliver(payload string) {
+	if f := strings.SplitN(payload, " ", 4); len(f) == 4 {
+		fence, err1 := strconv.ParseInt(f[1], 10, 64)
+		px, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil {
+			w.grant = &Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond}
+		}
+	}
+	w.wake(WakePush)
 }
 
 // C is the channel Wait receives from, for callers that select on more.
@@ -407,8 +435,9 @@ func (n *Notifier) dispatch(g *group, m any) {
 		if cs == nil {
 			return
 		}
-		if w := cs.waiters[m.Payload]; w != nil {
-			w.wake(WakePush)
+		tok, _, _ := strings.Cut(m.Payload, " ")
+		if w := cs.waiters[tok]; w != nil {
+			w.deliver(m.Payload)
 			return
 		}
 		cs.recent[cs.next] = m.Payload
