@@ -109,7 +109,8 @@ func benchLockkit(b *testing.B, retry lockkit.RetryPolicy) {
 
 // BenchmarkContendedFIFO drives internal/fifo by the minimal loop the
 // Client's acquire loop will follow: Acquire; when queued, subscribe once
-// and wait for a push or the fallback; Leave on giving up.
+// and wait for a push (a release's handover: granted without a round trip)
+// or the fallback; Leave on giving up.
 func BenchmarkContendedFIFO(b *testing.B) {
 	const waiterTTL, fallback = 2 * time.Second, 200 * time.Millisecond
 	runContended(b, func(b *testing.B, rdb *redis.Client, ws *wakeStats) contender {
@@ -138,6 +139,9 @@ func BenchmarkContendedFIFO(b *testing.B) {
 					var k fifo.Wake
 					if k, err = w.Wait(ctx, r.Fallback(fallback)); err == nil {
 						ws.add(k)
+						if _, ok := w.Granted(); ok { // handed over: no round trip
+							return func() { _, _ = fifo.Release(context.Background(), rdb, key, tok, "") }, nil
+						}
 					}
 				}
 				if err != nil {

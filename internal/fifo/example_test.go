@@ -39,7 +39,8 @@ func Example() {
 		}
 	}()
 	for {
-		// The lease's local deadline starts here, before the send.
+		// The lease's local deadline starts here, before the send (for a
+		// grant by handover too: it happens after this send).
 		r, err := fifo.Acquire(ctx, rdb, req)
 		if err != nil {
 			leave() // ErrUnavailable; the grant may have happened
@@ -61,5 +62,13 @@ func Example() {
 			return
 		}
 		_ = wake // record: push, timer or subscribed
+		if g, ok := w.Granted(); ok {
+			// Handed over by the release: held since before the push. The
+			// lease counts from the send of the last Acquire above, and
+			// g.LockTTL is min(TTL, WaiterTTL): extend at once.
+			_ = g.Fence
+			_, _ = fifo.Release(ctx, rdb, key, req.Token, "00-…-01")
+			return
+		}
 	}
 }
