@@ -17,8 +17,9 @@
 -- ARGV[4]  this waiter's wake-up channel, or '' (timer only: no handover)
 -- ARGV[5]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
 --
--- Returns {1, fence, previous, lock PTTL} when granted, or when a release
--- already handed the lock to this token (fence 0 without fencing; previous
+-- Returns {1, fence, previous, lock PTTL} when granted by this call, {2, ...}
+-- the same when the lock already held this token (a release handed it over,
+-- or a retry after a lost reply) (fence 0 without fencing; previous
 -- is nil unless the grant came from the queue and the releaser left a trace
 -- context), or {0, lock PTTL, position, join order} when queued (position 1
 -- is the head; the join order is the token's score in the queue). All times
@@ -36,7 +37,7 @@ if owner == token then
   if #KEYS >= 6 then
     fence = tonumber(redis.call('GET', KEYS[6]) or '0')
   end
-  return {1, fence, redis.call('GET', prevkey), redis.call('PTTL', lock)}
+  return {2, fence, redis.call('GET', prevkey), redis.call('PTTL', lock)}
 end
 
 local t = redis.call('TIME')

@@ -47,6 +47,8 @@ func Example() {
 			return
 		}
 		if r.Granted {
+			// r.Earlier: handed over before this call (its push was
+			// lost): count the lease from the previous send instead.
 			// Hold the lock with fence r.Fence; link the acquire span to
 			// r.Previous. Release with this hold's trace context:
 			_, _ = fifo.Release(ctx, rdb, key, req.Token, "00-…-01")

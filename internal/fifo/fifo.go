@@ -44,10 +44,11 @@
 // Acquire. [Leave] takes a token out of the queue (a cancelled ctx, MaxWait,
 // out of attempts) and, when the lock is free, hands it to the next head.
 //
-// A grant by handover starts before the waiter hears of it: the Client
-// must count the lease from the send of the waiter's last Acquire (always
-// earlier than the handover), and extend it at once to its full TTL
-// (Result.LockTTL is what the handover gave).
+// A grant by handover starts before the waiter hears of it (Result.Earlier,
+// from the push or from a later Acquire): the Client must count the lease
+// from the send of the waiter's last Acquire before the handover (always
+// earlier than it), and extend it at once to its full TTL (Result.LockTTL
+// is what the handover gave).
 //
 // # What a dead waiter costs
 //
@@ -137,6 +138,11 @@ type Result struct {
 	// Previous is, on a grant from the queue, the trace context the
 	// previous holder passed to Release ("" when none).
 	Previous string
+	// Earlier reports a grant that happened before this call: a release
+	// handed the lock over to the token (its push lost or not yet read),
+	// or an earlier call's reply was lost. Count the lease from the send
+	// of the token's previous Acquire, not this one.
+	Earlier bool
 
 	// Position is the token's place in the queue when not granted: 1 is the
 	// head, the next to be granted.
@@ -225,8 +231,8 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	if !ok1 || !ok2 {
 		return r, fmt.Errorf("%w: %v", ErrReply, v)
 	}
-	if a == 1 {
-		r.Granted, r.Fence = true, b
+	if a == 1 || a == 2 {
+		r.Granted, r.Fence, r.Earlier = true, b, a == 2
 		r.Previous, _ = v[2].(string)
 		if ms, ok := v[3].(int64); ok && ms > 0 {
 			r.LockTTL = time.Duration(ms) * time.Millisecond

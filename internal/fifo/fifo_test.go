@@ -613,7 +613,7 @@ func TestHandover(t *testing.T) {
 	key := "lock:t{handover}"
 	holder, head, next := newToken(), newToken(), newToken()
 	r0, _ := acq(ctx, rdb, key, holder, 10*time.Second, true, 5*time.Second, "")
-	if !r0.Granted || r0.LockTTL != 10*time.Second {
+	if !r0.Granted || r0.Earlier || r0.LockTTL != 10*time.Second {
 		t.Fatalf("holder: %+v", r0)
 	}
 	if r, _ := acq(ctx, rdb, key, head, 10*time.Second, true, 2*time.Second, n.Channel(key)); r.Position != 1 {
@@ -643,11 +643,11 @@ func TestHandover(t *testing.T) {
 	}
 	waitPush(t, ctx, w)
 	g, ok := w.Granted()
-	if !ok || g.Fence != fence || g.Previous != "00-prev-01" || g.LockTTL != 2*time.Second {
+	if !ok || g.Fence != fence || g.Previous != "00-prev-01" || g.LockTTL != 2*time.Second || !g.Earlier {
 		t.Fatalf("pushed grant %+v, %v; want fence %d, previous, LockTTL 2s", g, ok, fence)
 	}
 	r, err := acq(ctx, rdb, key, head, 10*time.Second, true, 2*time.Second, n.Channel(key))
-	if err != nil || !r.Granted || r.Fence != fence || r.Previous != "00-prev-01" {
+	if err != nil || !r.Granted || !r.Earlier || r.Fence != fence || r.Previous != "00-prev-01" {
 		t.Fatalf("the head's Acquire after a handover: %+v, %v; want the same grant", r, err)
 	}
 	if err := rdb.ZScore(ctx, key+QueueSuffix, head).Err(); err != redis.Nil {

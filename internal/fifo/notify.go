@@ -195,7 +195,7 @@ func (w *Waiter) deliver(payload string) {
 		fence, err1 := strconv.ParseInt(f[1], 10, 64)
 		px, err2 := strconv.ParseInt(f[2], 10, 64)
 		if err1 == nil && err2 == nil {
-			w.grant = &Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond}
+			w.grant = &Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond, Earlier: true}
 		}
 	}
 	w.wake(WakePush)
