@@ -205,8 +205,9 @@ func ctxOutcome(ctx context.Context) telemetry.Outcome {
 	return telemetry.OutcomeCanceled
 }
 
-// attempt sends one acquisition. It returns errContended-free errors: nil,
-// a wrapped ErrNotAcquired, or a wrapped ErrUnavailable.
+// attempt sends one acquisition. It returns nil, the bare ErrNotAcquired
+// (compared with ==: contention is the common case and allocates nothing),
+// or an error wrapping ErrUnavailable.
 func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
 	d := l.d
 	fence, err := d.c.be.acquire(ctx, l.key, token, &d.policy)
