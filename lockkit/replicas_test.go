@@ -110,9 +110,11 @@ func TestReplicaWait(t *testing.T) {
 func TestReplicaWaitCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c := newClientOver(t, cc)
+	// A generous command timeout: the refusal under test is WAIT's, and a
+	// slow reply on a loaded machine must not pass for it or hide it.
+	c := newClientOver(t, cc, WithCommandTimeout(3*time.Second))
 	d := testDomain(t, c, replicaPolicy())
-	plain := testDomain(t, newClientOver(t, cc), Policy{TTL: 5 * time.Second})
+	plain := testDomain(t, newClientOver(t, cc, WithCommandTimeout(3*time.Second)), Policy{TTL: 5 * time.Second})
 	masters := map[string]bool{}
 	for i := 0; len(masters) < 3; i++ {
 		if i > 1000 {
