@@ -146,34 +146,20 @@ func checkResource(res string, writes []Write, byToken map[string]Grant, faults 
 		fenceOwner[w.Fence] = tok
 	}
 	for _, f := range faults {
-		if f.Token == "" {
+		if f.Token == "" || (f.Kind != "pause-holder" && f.Kind != "stop-holder") {
 			continue
 		}
-		switch f.Kind {
-		case "pause-holder":
-			// The worker stopped itself after the validity check of the
-			// write to f.Res and before sending it; the test resumed it only
-			// once a newer lease had written there. That write is late.
-			if f.Res != res {
-				continue
+		// The holder was paused past its TTL, and resumed only once a newer
+		// lease had written to both resources: none of its writes may land
+		// after a newer lease's.
+		newer := false
+		for i, w := range writes {
+			tok := ValueToken(w.Value)
+			if tok != f.Token && w.Fence > f.Fence {
+				newer = true
 			}
-			for i, w := range writes {
-				if ValueToken(w.Value) == f.Token {
-					bad("%s: write %d (%q) of lease %s, paused past its TTL before sending it, was accepted", res, i, w.Value, f.Token)
-				}
-			}
-		case "stop-holder":
-			// Wherever it was stopped, none of its writes may land after a
-			// newer lease's.
-			newer := false
-			for i, w := range writes {
-				tok := ValueToken(w.Value)
-				if tok != f.Token && w.Fence > f.Fence {
-					newer = true
-				}
-				if tok == f.Token && newer {
-					bad("%s: write %d (%q) of lease %s, stopped past its TTL, was accepted after a newer lease's", res, i, w.Value, f.Token)
-				}
+			if tok == f.Token && newer {
+				bad("%s: write %d (%q) of lease %s, paused past its TTL (%s), was accepted after a newer lease's", res, i, w.Value, f.Token, f.Kind)
 			}
 		}
 	}
@@ -243,7 +229,14 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 // self-stopped holder's late write was sent and turned away.
 func checkFaults(in Input, r *Report, bad func(string, ...any)) {
 	var grants []int64
-	lateWrites := map[string]string{} // token+res -> outcome of the write after selfstop
+	type late struct{ value, out string }
+	lateWrites := map[string]late{} // token+res -> the write sent after selfstop
+	applied := map[string]bool{}
+	for res, ws := range in.Writes {
+		for _, w := range ws {
+			applied[res+"\x00"+w.Value] = true
+		}
+	}
 	for _, h := range in.Histories {
 		stopped := map[string]bool{}
 		calls := map[int64]Event{}
@@ -257,7 +250,7 @@ func checkFaults(in Input, r *Report, bad func(string, ...any)) {
 				calls[e.Op] = e
 			case "ret":
 				if c := calls[e.Op]; c.Kind == "write" && stopped[c.Tok+"/"+c.Res] {
-					lateWrites[c.Tok+"/"+c.Res] = e.Out
+					lateWrites[c.Tok+"/"+c.Res] = late{c.Value, e.Out}
 				}
 			}
 		}
@@ -276,13 +269,17 @@ func checkFaults(in Input, r *Report, bad func(string, ...any)) {
 			bad("%s: the next lease came %v after the fault ended; the bound is %v", f.Kind, f.Resume, in.ResumeBound)
 		}
 		if f.Kind == "pause-holder" && f.Token != "" {
-			switch out := lateWrites[f.Token+"/"+f.Res]; out {
+			lw := lateWrites[f.Token+"/"+f.Res]
+			switch lw.out {
 			case "fenced":
 				r.LateRejected++
 			case "":
 				bad("pause-holder: lease %s's late write to %s was never answered", f.Token, f.Res)
 			default:
-				bad("pause-holder: lease %s's late write to %s returned %q, want fenced", f.Token, f.Res, out)
+				bad("pause-holder: lease %s's late write to %s returned %q, want fenced", f.Token, f.Res, lw.out)
+			}
+			if lw.value != "" && applied[f.Res+"\x00"+lw.value] {
+				bad("%s: the late write %q of lease %s, paused past its TTL between its validity check and the write, was accepted", f.Res, lw.value, f.Token)
 			}
 		}
 	}

@@ -44,13 +44,11 @@ var lockFlags = testserver.WithArgs(
 	"--aof-use-rdb-preamble", "no", "--auto-aof-rewrite-percentage", "0",
 )
 
-// lockServer is the lock deployment: a primary, a replica behind a relay
-// (so replication can be cut), one Sentinel. epochs are the AOF directories
-// of primaries that are gone (killed then restarted empty, or failed over),
-// in order.
+// lockServer is the lock deployment: a primary, a replica, one Sentinel.
+// epochs are the AOF directories of primaries that are gone (killed then
+// restarted empty, or failed over), in order.
 type lockServer struct {
 	primary, replica *testserver.Redis
-	relay            *forwarder
 	sentinel         *testserver.Sentinel
 	epochs           []string
 	archived         int
@@ -58,10 +56,23 @@ type lockServer struct {
 
 func (ls *lockServer) startReplica(t *testing.T) {
 	t.Helper()
-	ls.relay = startForwarder(t, ls.primary.Addr())
-	ls.replica = testserver.StartRedis(t, lockFlags, testserver.WithArgs("--replicaof", "127.0.0.1", strconv.Itoa(ls.relay.Port())))
-	waitUntil(t, 15*time.Second, "replica "+ls.replica.Addr()+" in sync", func() error {
-		if s := ls.replica.Info(t, "replication")["master_link_status"]; s != "up" {
+	ls.replica = testserver.StartReplica(t, ls.primary, lockFlags)
+}
+
+// cutReplication stops the replica from receiving anything more while both
+// keep running: the replica is told a password the primary does not have,
+// and its link is killed, so each reconnection fails at AUTH. Its master
+// address stays the same, so Sentinel sees nothing to fix.
+func (ls *lockServer) cutReplication(t *testing.T, prim, repl *redis.Client) {
+	t.Helper()
+	if err := repl.ConfigSet(t.Context(), "masterauth", "harness-cut-"+strconv.Itoa(os.Getpid())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := prim.Do(t.Context(), "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 15*time.Second, "the replica's link to go down", func() error {
+		if s := ls.replica.Info(t, "replication")["master_link_status"]; s != "down" {
 			return fmt.Errorf("master_link_status:%s", s)
 		}
 		return nil
@@ -478,11 +489,11 @@ func (h *harness) failover() {
 	t := h.t
 	ls := h.ls
 	f := Fault{Kind: "failover", Worker: -1, Start: time.Now().UnixNano()}
-	ls.relay.Cut()
 	prim := redis.NewClient(&redis.Options{Addr: ls.primary.Addr(), MaxRetries: -1, DisableIdentity: true})
 	defer prim.Close()
 	repl := redis.NewClient(&redis.Options{Addr: ls.replica.Addr(), MaxRetries: -1, DisableIdentity: true})
 	defer repl.Close()
+	ls.cutReplication(t, prim, repl)
 	var pc, rc int64
 	waitUntil(t, resumeBound, "the primary to grant leases the cut-off replica misses", func() error {
 		var err error

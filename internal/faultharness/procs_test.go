@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,75 +223,4 @@ func (tl *tailer) selfstop(w *workerProc) (Event, bool) {
 	defer tl.mu.Unlock()
 	e, ok := tl.selfs[w]
 	return e, ok
-}
-
-// forwarder is a TCP relay between a replica and its primary, so that the
-// test can cut replication while both keep running.
-type forwarder struct {
-	ln       net.Listener
-	upstream string
-	mu       sync.Mutex
-	conns    []net.Conn
-	cut      bool
-	wg       sync.WaitGroup
-}
-
-func startForwarder(t *testing.T, upstream string) *forwarder {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &forwarder{ln: ln, upstream: upstream}
-	f.wg.Add(1)
-	go f.accept()
-	t.Cleanup(f.Cut)
-	return f
-}
-
-func (f *forwarder) Port() int { return f.ln.Addr().(*net.TCPAddr).Port }
-
-func (f *forwarder) accept() {
-	defer f.wg.Done()
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
-		u, err := net.DialTimeout("tcp", f.upstream, time.Second)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		f.mu.Lock()
-		if f.cut {
-			f.mu.Unlock()
-			c.Close()
-			u.Close()
-			return
-		}
-		f.conns = append(f.conns, c, u)
-		f.mu.Unlock()
-		f.wg.Add(2)
-		go func() { defer f.wg.Done(); _, _ = io.Copy(u, c); u.Close(); c.Close() }()
-		go func() { defer f.wg.Done(); _, _ = io.Copy(c, u); u.Close(); c.Close() }()
-	}
-}
-
-// Cut closes the relay and every connection through it: the replica sees
-// its link drop and cannot reconnect.
-func (f *forwarder) Cut() {
-	f.mu.Lock()
-	if f.cut {
-		f.mu.Unlock()
-		return
-	}
-	f.cut = true
-	conns := f.conns
-	f.mu.Unlock()
-	f.ln.Close()
-	for _, c := range conns {
-		c.Close()
-	}
-	f.wg.Wait()
 }

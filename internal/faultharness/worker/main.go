@@ -98,6 +98,7 @@ type worker struct {
 	op     int64
 	rng    *rand.Rand
 	stopAt atomic.Value // "", redis or pg: where to stop itself next
+	cont   chan os.Signal
 }
 
 func main() {
@@ -160,6 +161,8 @@ func run() error {
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
 	}
 	w.stopAt.Store("")
+	w.cont = make(chan os.Signal, 1)
+	signal.Notify(w.cont, syscall.SIGCONT)
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -190,6 +193,22 @@ func run() error {
 	return nil
 }
 
+// stopSelf records e and stops the process with SIGSTOP. A signal to
+// oneself is not stopped on the spot (other threads run on for a moment), so
+// it returns only once the SIGCONT has arrived.
+func (w *worker) stopSelf(e faultharness.Event) {
+	for len(w.cont) > 0 {
+		<-w.cont
+	}
+	w.h.add(e)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	select {
+	case <-w.cont:
+	case <-time.After(5 * time.Minute):
+		fmt.Fprintf(os.Stderr, "worker %d: no SIGCONT within 5m of stopping itself\n", *id)
+	}
+}
+
 // section is one turn: acquire, read, work, check and write each resource.
 func (w *worker) section() {
 	var tok string
@@ -205,8 +224,7 @@ func (w *worker) section() {
 				return err
 			}
 			if w.stopAt.CompareAndSwap(res, "") {
-				w.h.add(faultharness.Event{Ev: "selfstop", Res: res, Tok: tok, Fence: lease.Fence()})
-				_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+				w.stopSelf(faultharness.Event{Ev: "selfstop", Res: res, Tok: tok, Fence: lease.Fence()})
 			}
 			if err := w.write(res, tok, lease.Fence()); err != nil {
 				return err
