@@ -132,8 +132,10 @@ func Operations(hists [][]Event, res string) []porcupine.Operation {
 // vizPath (if not empty).
 func CheckLinearizable(ops []porcupine.Operation, timeout time.Duration, vizPath string) porcupine.CheckResult {
 	model := FencedRegister.ToModel()
-	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	if res == porcupine.Illegal && vizPath != "" {
+		// Again, verbose: the partial linearizations for the picture.
+		_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 		_ = porcupine.VisualizePath(model, info, vizPath)
 	}
 	return res
