@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -201,6 +202,9 @@ func TestFaultHarness(t *testing.T) {
 		}
 	}
 	h.report(rep, lin, cycles, built, faultTime, time.Since(began))
+	for class, n := range violationClasses(rep.Violations) {
+		t.Logf("violations: %d× %s", n, class)
+	}
 	for i, v := range rep.Violations {
 		if i == 40 {
 			t.Errorf("… and %d more violations", len(rep.Violations)-i)
@@ -669,6 +673,24 @@ func (h *harness) report(r *Report, lin map[string]string, cycles int, built, fa
 	for _, n := range h.notes {
 		t.Log(n)
 	}
+}
+
+var (
+	digits = regexp.MustCompile(`[0-9]+`)
+	tokens = regexp.MustCompile(`[A-Z2-7]{26}`)
+	quoted = regexp.MustCompile(`"[^"]*"`)
+)
+
+// violationClasses counts violations by their text with numbers, tokens and
+// values blanked out.
+func violationClasses(vs []string) map[string]int {
+	out := map[string]int{}
+	for _, v := range vs {
+		v, _, _ = strings.Cut(v, "\n")
+		c := quoted.ReplaceAllString(tokens.ReplaceAllString(v, "TOKEN"), `"…"`)
+		out[digits.ReplaceAllString(c, "N")]++
+	}
+	return out
 }
 
 // waitUntil polls check every 20ms until it passes, failing after d.
