@@ -67,7 +67,8 @@ func Classify(err error, callerCtx context.Context) Outcome {
 	}
 	if errors.Is(err, context.Canceled) ||
 		errors.Is(err, redis.ErrClosed) ||
-		errors.Is(err, redis.ErrPoolExhausted) {
+		errors.Is(err, redis.ErrPoolExhausted) ||
+		isTryAgain(err) {
 		return Ignored
 	}
 	if isNetworkFailure(err) || isFailureReply(err) {
@@ -152,7 +153,6 @@ var failureCodes = [...]string{
 	"READONLY",
 	"MASTERDOWN",
 	"CLUSTERDOWN",
-	"TRYAGAIN",
 	"BUSY",
 	"NOREPLICAS",
 	"MISCONF",
@@ -171,7 +171,6 @@ func isFailureReply(err error) bool {
 		redis.IsReadOnlyError(re) || // also the Lua-wrapped "-READONLY" form
 		redis.IsMasterDownError(re) ||
 		redis.IsClusterDownError(re) ||
-		redis.IsTryAgainError(re) ||
 		redis.IsNoReplicasError(re) ||
 		redis.IsOOMError(re) ||
 		redis.IsMaxClientsError(re) ||
@@ -180,6 +179,15 @@ func isFailureReply(err error) bool {
 		return true
 	}
 	return hasWrappedFailureCode(re.Error())
+}
+
+// isTryAgain reports a TRYAGAIN reply: a multi-key request during a Cluster
+// resharding, while the keys' slot is being migrated. The node is healthy and
+// the request fails for a moment only; counting it would let a resharding
+// open the breaker of a master that serves every other key.
+func isTryAgain(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && (redis.IsTryAgainError(re) || strings.Contains(re.Error(), ": -TRYAGAIN "))
 }
 
 // scriptErrorPrefix starts the error Redis 6 and older return when a

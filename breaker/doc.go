@@ -25,7 +25,7 @@
 //   - Redis error replies that say the node cannot serve now:
 //     LOADING (dataset loading), READONLY (a replica, often a demoted
 //     master after failover), MASTERDOWN (replica lost its master and
-//     serves no stale data), CLUSTERDOWN, TRYAGAIN (slot migrating),
+//     serves no stale data), CLUSTERDOWN,
 //     BUSY (a script or function is running past the busy threshold; not
 //     BUSYKEY or BUSYGROUP), NOREPLICAS (min-replicas-to-write unmet),
 //     MISCONF (writes stopped after a failed RDB save), OOM (maxmemory
@@ -45,7 +45,10 @@
 //   - [context.Canceled] from any ctx (cancellation is never the backend's
 //     doing);
 //   - [redis.ErrClosed] (this process closed its client) and
-//     [redis.ErrPoolExhausted] (the client's own MaxActiveConns cap).
+//     [redis.ErrPoolExhausted] (the client's own MaxActiveConns cap);
+//   - TRYAGAIN: a multi-key request while its slot migrates during a Cluster
+//     resharding. The master is healthy; counting it would let a resharding
+//     open the breaker of a master that serves every other key.
 //
 // Everything else is a [Success]: the node answered. That includes
 // contention ([redis.Nil], a nil reply), NOSCRIPT (the runtime falls back

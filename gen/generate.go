@@ -12,6 +12,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/schema"
 )
 
@@ -278,7 +279,7 @@ func keyShape(prefix string, segs []schema.Segment) string {
 }
 
 func policyText(d *schema.Domain) string {
-	parts := []string{fmt.Sprintf("ttl %s (%s%s overrides it)", shortDuration(d.TTL), "LOCKKIT_TTL_", strings.ToUpper(d.Name))}
+	parts := []string{fmt.Sprintf("ttl %s (%s overrides it)", shortDuration(d.TTL), policy.EnvName(d.Name))}
 	switch {
 	case d.Renew < 0:
 		parts[0] += ", never renewed"

@@ -75,7 +75,7 @@ func TestRunErrors(t *testing.T) {
 		t.Errorf("exit %d, want 1", code)
 	}
 	want := "lockkit.yaml:4:18: domain: pattern \"a:{\": \"{\" is not closed; write a parameter as {name} or {name:type}, e.g. {id}\n" +
-		"lockkit.yaml:4:27: domain: ttl must be > 0 (got \"0s\"); write a Go duration such as \"10s\"\n"
+		"lockkit.yaml:4:27: domain: ttl must be > 0 (got 0s)\n"
 	if stderr != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", stderr, want)
 	}

@@ -269,7 +269,7 @@ func TestBreakerLeaseLostLongStop(t *testing.T) {
 	if stateAtLoss != breaker.StateOpen {
 		t.Fatalf("breaker %v when the lease was lost, want open", stateAtLoss)
 	}
-	other := lockOn(testDomain(t, newClient(t, r), Policy{TTL: ttl}), "held")
+	other := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "held")
 	lease, err := other.TryAcquire(t.Context())
 	if err != nil {
 		t.Fatalf("another client, after the lost lease's TTL: %v", err)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
@@ -23,7 +25,7 @@ import (
 const SupportPackageIsVersion1 = true
 
 // DefaultCommandTimeout bounds each Redis command a lock operation sends.
-const DefaultCommandTimeout = 500 * time.Millisecond
+const DefaultCommandTimeout = policy.DefaultCommandTimeout
 
 // Client runs lock operations on one Redis deployment. It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
@@ -154,8 +156,59 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkOverridesNameDomains(ttlEnv); err != nil {
+		return nil, err
+	}
 	c.ttlEnv = ttlEnv
 	return c, nil
+}
+
+// registered holds the names of the domains this program declares, by the
+// name of their TTL override variable.
+var registered struct {
+	sync.Mutex
+	byEnv map[string]string
+}
+
+// RegisterDomains declares the lock domains this program uses, so that New
+// can tell a LOCKKIT_TTL_* variable that names one of them from a mistyped
+// one, which would otherwise be ignored in silence. Generated code registers
+// its domains when its package is initialized; call RegisterDomains for
+// DomainSpecs written by hand, before New.
+func RegisterDomains(specs ...DomainSpec) {
+	registered.Lock()
+	defer registered.Unlock()
+	if registered.byEnv == nil {
+		registered.byEnv = make(map[string]string)
+	}
+	for _, s := range specs {
+		registered.byEnv[policy.EnvName(s.Name)] = s.Name
+	}
+}
+
+// checkOverridesNameDomains fails, naming the variable, when a TTL override
+// names no registered domain.
+func checkOverridesNameDomains(ttlEnv map[string]time.Duration) error {
+	registered.Lock()
+	defer registered.Unlock()
+	var errs []error
+	for name := range ttlEnv {
+		if _, ok := registered.byEnv[name]; ok {
+			continue
+		}
+		known := make([]string, 0, len(registered.byEnv))
+		for env := range registered.byEnv {
+			known = append(known, env)
+		}
+		slices.Sort(known)
+		hint := "no domain is registered (generated code registers its domains; call lockkit.RegisterDomains for hand-written ones)"
+		if len(known) > 0 {
+			hint = "the domains' variables are " + strings.Join(known, ", ")
+		}
+		errs = append(errs, fmt.Errorf("lockkit: %s names no lock domain of this program, so it would override nothing; %s", name, hint))
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
 }
 
 // DomainSpec declares a lock domain: generated code holds one per domain of
@@ -164,8 +217,8 @@ type DomainSpec struct {
 	// Name is the domain's low-cardinality name ("table", "user_digest"):
 	// used in telemetry and in the LOCKKIT_TTL_<NAME> override.
 	Name string
-	// Pattern is the key pattern from the schema, for documentation and
-	// telemetry ("user:{id:int64}:digest").
+	// Pattern is the key pattern from the schema ("user:{id:int64}:digest").
+	// It is documentation only: the key is built by generated code.
 	Pattern string
 	// Prefix starts every key of the domain; "" means DefaultPrefix.
 	Prefix string
@@ -186,11 +239,14 @@ type Domain struct {
 }
 
 // Domain binds spec to c. It never fails: an invalid spec yields a Domain
-// whose locks return the validation error from every operation, and a nil
-// client yields a nil Domain, whose locks return ErrNoClient.
+// whose locks return the validation error from every operation (see Err; the
+// error is also logged once, here), and a nil client yields a nil Domain,
+// whose locks return ErrNoClient.
 //
 // When LOCKKIT_TTL_<NAME> overrides the TTL, an explicit RenewInterval keeps
 // its share of the TTL (ttl 30s, renew 10s → renew 3s under a 9s override).
+// The policy is validated after the override, against the client's command
+// timeout: a renewal must be able to land before the lease's local deadline.
 func (c *Client) Domain(spec DomainSpec) *Domain {
 	if c == nil {
 		return nil
@@ -200,7 +256,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		d.prefix = DefaultPrefix
 	}
 	p := spec.Policy
-	if ttl, ok := c.ttlEnv[envName(spec.Name)]; ok {
+	env := policy.EnvName(spec.Name)
+	ttl, overridden := c.ttlEnv[env]
+	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
 		if p.RenewInterval > 0 && p.TTL > 0 {
@@ -213,12 +271,13 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if spec.Name == "" {
 		errs = append(errs, errors.New("name must not be empty"))
 	}
-	if strings.ContainsAny(d.prefix, "{}") {
-		// The key's own braces are its Redis Cluster hash tag; a brace in
-		// the prefix would move the tag and split a lock from its counter.
-		errs = append(errs, fmt.Errorf("prefix %q must not contain '{' or '}'", d.prefix))
+	if err := policy.CheckPrefix(d.prefix); err != nil {
+		errs = append(errs, err)
 	}
-	if err := d.policy.validate(); err != nil {
+	if err := d.policy.validate(c.cmdTimeout); err != nil {
+		if overridden {
+			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
+		}
 		errs = append(errs, err)
 	}
 	if len(c.redlock) > 0 && d.policy.Fencing {
@@ -226,11 +285,21 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)
+		if c.log != nil {
+			c.log.Error("lockkit: invalid lock domain; its locks return this error", "domain", spec.Name, "error", d.err)
+		}
 	}
-	// The Redlock drift allowance: clocks may run at slightly different
-	// rates, so a lease is trusted a little less than its TTL.
-	d.drift = d.policy.TTL/100 + 2*time.Millisecond
+	d.drift = policy.Drift(d.policy.TTL)
 	return d
+}
+
+// Err is the domain's configuration error, or nil: every lock of an invalid
+// domain returns it.
+func (d *Domain) Err() error {
+	if d == nil {
+		return ErrNoClient
+	}
+	return d.err
 }
 
 // Name is the domain's name.
@@ -250,30 +319,109 @@ func (c *Client) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close stops every renewal and releases every lease the client holds, then
-// waits for the renewals to end. Afterwards every operation returns
-// ErrClosed. It does not close the go-redis client.
+// Close shuts the client down without ever releasing a lock under work that
+// still relies on it:
+//
+//   - New acquisitions fail with ErrClosed from the moment Close starts.
+//   - Every fn running under Do or TryDo has its ctx cancelled, with a cause
+//     matching ErrClosed, and Close waits for it to return; Do then releases
+//     its lock as usual. Until fn returns, its lease is still renewed.
+//   - Leases from Acquire are released at once (their Done closes, and Err
+//     reports a loss matching both ErrLockLost and ErrClosed).
+//
+// Releases run in parallel and everything is bounded by ctx. When ctx ends
+// first, Close stops renewing whatever it could not release, so those locks
+// expire by their TTL (a Do still running then returns ErrLockLost at its
+// deadline), and returns an error saying how many were left. Close does not
+// close the go-redis client.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
-	held := make([]*Lease, 0, len(c.leases))
+	all := make([]*Lease, 0, len(c.leases))
 	for l := range c.leases {
-		held = append(held, l)
+		all = append(all, l)
 	}
 	c.mu.Unlock()
 
-	var errs []error
-	for _, l := range held {
-		if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
-			errs = append(errs, err)
+	closing := fmt.Errorf("%w: the client is closing; return from fn so that its lock can be released", ErrClosed)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failed   int   // releases sent that did not succeed
+		firstErr error // one of them, for the message
+	)
+	for _, l := range all {
+		wg.Add(1)
+		if l.fnCancel != nil {
+			l.fnCancel(closing)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-l.runDone: // Do released it
+				case <-ctx.Done():
+				}
+			}()
+			continue
 		}
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, c.cmdTimeout)
+			defer cancel()
+			lostErr := fmt.Errorf("%w: %w: %s: released by Client.Close", ErrLockLost, ErrClosed, l.lock.key)
+			l.mu.Lock()
+			if l.state == held {
+				l.lostErr = lostErr
+			}
+			l.mu.Unlock()
+			if err := l.release(ctx, cctx, lostErr); err != nil && !errors.Is(err, ErrNotHeld) {
+				mu.Lock()
+				failed++
+				if firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
+
+	// Whatever is still tracked was not released (a Do whose fn has not
+	// returned): stop renewing it, so it expires by its TTL.
+	c.mu.Lock()
+	left := make([]*Lease, 0, len(c.leases))
+	for l := range c.leases {
+		left = append(left, l)
+	}
+	c.mu.Unlock()
+	for _, l := range left {
+		l.mu.Lock()
+		l.noRenew = true
+		c.sched.stop(l.renew)
+		l.mu.Unlock()
+	}
+	var errs []error
+	if n := len(left) + failed; n > 0 {
+		var longest time.Duration
+		for _, l := range all {
+			longest = max(longest, l.lock.d.policy.TTL)
+		}
+		why := ctx.Err()
+		if why == nil {
+			why = firstErr
+		} else if firstErr != nil {
+			why = fmt.Errorf("%w (e.g. %w)", why, firstErr)
+		}
+		errs = append(errs, fmt.Errorf("lockkit: close: %d of %d leases were not released; they expire by their TTL (the longest within %v): %w", n, len(all), longest, why))
+	}
+
 	done := make(chan struct{})
 	go func() { c.bg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("lockkit: close: waiting for renewals: %w", ctx.Err()))
+		if len(errs) == 0 {
+			errs = append(errs, fmt.Errorf("lockkit: close: waiting for renewals: %w", ctx.Err()))
+		}
 	}
 	c.be.close()
 	return errors.Join(errs...)
@@ -310,6 +458,7 @@ func (c *Client) track(l *Lease) bool {
 		return false
 	}
 	c.leases[l] = struct{}{}
+	l.start()
 	return true
 }
 

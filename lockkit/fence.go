@@ -49,9 +49,10 @@ func (e *FenceError) Unwrap() error { return ErrFenced }
 //
 // Pass the fence of the lease under which the value was computed
 // (Lease.Fence). "At least", not "above": the same lease may write several
-// times, and no two leases share a fence (unless the lock's Redis came back
-// with an older counter, e.g. after failing over to a lagging replica), so a
-// stale holder is turned away either way, once anyone with a newer lease has
+// times, and no two leases share a fence (see "Fences" in
+// docs/semantics.md: fences stay strictly increasing across restarts, data
+// loss and failover, under the clock assumption stated there), so a stale
+// holder is turned away either way, once anyone with a newer lease has
 // written.
 //
 // The first write to a key is always accepted. fence must be > 0: a lease of

@@ -82,8 +82,9 @@ type Execer interface {
 // error matching sql.ErrNoRows, never ErrFenced.
 //
 // "At most", not "below": the same lease may update a row several times, and
-// no two leases ever share a fence, so a stale holder is turned away either
-// way, once anyone with a newer lease has written.
+// no two leases share a fence (see "Fences" in docs/semantics.md), so a
+// stale holder is turned away either way, once anyone with a newer lease has
+// written.
 //
 // The database decides, not the caller: concurrent updates of one row are
 // serialized by the row lock, and each one's condition is checked against

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -81,8 +82,8 @@ func TestFenceIssuedInOneRoundTrip(t *testing.T) {
 	if len(got) != 1 || got[0] != "evalsha" {
 		t.Fatalf("a fencing acquisition sent %q, want one evalsha", got)
 	}
-	if lease.Fence() != first+1 {
-		t.Fatalf("fence %d after %d, want %d", lease.Fence(), first, first+1)
+	if lease.Fence() <= first {
+		t.Fatalf("fence %d after %d, want it higher", lease.Fence(), first)
 	}
 	lease.Release(t.Context())
 
@@ -159,8 +160,8 @@ func TestFenceIncreasesAcrossClients(t *testing.T) {
 		t.Fatalf("first fence %d, want it seeded from the server clock: in (%d, %d]", f, before, after+1)
 	}
 	for i := 1; i < len(inHold); i++ {
-		if inHold[i] != inHold[i-1]+1 {
-			t.Fatalf("hold %d had fence %d after %d: want strictly increasing, consecutive fences", i, inHold[i], inHold[i-1])
+		if inHold[i] <= inHold[i-1] {
+			t.Fatalf("hold %d had fence %d after %d: want strictly increasing fences", i, inHold[i], inHold[i-1])
 		}
 	}
 }
@@ -298,7 +299,7 @@ func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 		if err := lease.Release(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if next := acquireFence(t, l); next != lease.Fence()+1 {
+		if next := acquireFence(t, l); next <= lease.Fence() {
 			t.Errorf("%q: fence %d after %d", l.Key(), next, lease.Fence())
 		}
 		if err := FencedSet(t.Context(), cc, "booking:"+l.Key(), "x", lease.Fence()); err != nil {
@@ -419,7 +420,7 @@ func TestFencedSetRefusesForeignData(t *testing.T) {
 }
 
 // The seeds' scenario, with the Redis resource: A acquires (fence n), A is
-// paused past its TTL (a paused process renews nothing), B acquires (n+1)
+// paused past its TTL (a paused process renews nothing), B acquires (> n)
 // and writes, A wakes and writes with n: ErrFenced, and B's write stands.
 func TestFenceScenarioRedis(t *testing.T) {
 	r := testserver.StartRedis(t)
@@ -429,8 +430,9 @@ func TestFenceScenarioRedis(t *testing.T) {
 	const ttl = 500 * time.Millisecond // well above a slow reply on a loaded machine
 	pa := fencing(ttl)
 	pa.RenewInterval = -1
-	a := lockOn(testDomain(t, newClient(t, r), pa), "12")
-	b := lockOn(testDomain(t, newClient(t, r), fencing(ttl)), "12")
+	// A short TTL needs a command timeout that leaves renewals room.
+	a := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), pa), "12")
+	b := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), fencing(ttl)), "12")
 
 	la, err := a.Acquire(ctx)
 	if err != nil {
@@ -447,8 +449,8 @@ func TestFenceScenarioRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lb.Release(ctx)
-	if lb.Fence() != n+1 {
-		t.Fatalf("B's fence %d, want %d", lb.Fence(), n+1)
+	if lb.Fence() <= n {
+		t.Fatalf("B's fence %d, want above A's %d", lb.Fence(), n)
 	}
 	if err := FencedSet(ctx, rdb, booking, "guest B", lb.Fence()); err != nil {
 		t.Fatalf("B's write: %v", err)
@@ -460,11 +462,11 @@ func TestFenceScenarioRedis(t *testing.T) {
 	}
 	err = FencedSet(ctx, rdb, booking, "guest A", n)
 	var fe *FenceError
-	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.Fence != n || fe.Current != n+1 {
-		t.Fatalf("A's stale write = %v, want ErrFenced (fence %d < %d)", err, n, n+1)
+	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.Fence != n || fe.Current != lb.Fence() {
+		t.Fatalf("A's stale write = %v, want ErrFenced (fence %d < %d)", err, n, lb.Fence())
 	}
 	t.Logf("A's write: %v", err)
-	if v, f, err := FencedGet(ctx, rdb, booking); err != nil || v != "guest B" || f != n+1 {
+	if v, f, err := FencedGet(ctx, rdb, booking); err != nil || v != "guest B" || f != lb.Fence() {
 		t.Fatalf("booking = %q, fence %d, %v; want B's write", v, f, err)
 	}
 	if err := la.Release(ctx); !errors.Is(err, ErrNotHeld) {
@@ -523,9 +525,17 @@ func runFencingStress(t *testing.T, r *testserver.Redis, write stressWrite) stre
 		p.Retry.MaxWait = 2 * time.Second
 		if ci%2 == 0 {
 			p.RenewInterval = -1
+		} else {
+			p.RenewInterval = 40 * time.Millisecond // room for the drift and the 100ms command timeout
 		}
-		// Lost leases are counted, not logged: there are dozens.
-		l := lockOn(testDomain(t, newClient(t, r, WithLogger(slog.New(slog.DiscardHandler))), p), "stress")
+		// Lost leases are counted, not logged: there are dozens. A pool as
+		// large as the goroutines, so no command waits for a connection,
+		// and a breaker that load alone does not trip: this test is about
+		// fences (the breaker has its own fault tests).
+		rdb := r.Client(t, func(o *redis.Options) { o.PoolSize = 2 * goroutines })
+		c := newClientOver(t, rdb, WithLogger(slog.New(slog.DiscardHandler)), WithCommandTimeout(100*time.Millisecond),
+			WithBreaker(breaker.Settings{ConsecutiveFailures: 1 << 20}))
+		l := lockOn(testDomain(t, c, p), "stress")
 		for range goroutines {
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), seed.Add(1)))
 			wg.Go(func() {
@@ -595,7 +605,9 @@ func runFencingStress(t *testing.T, r *testserver.Redis, write stressWrite) stre
 						}
 						mu.Unlock()
 					}
-					if err := lease.Release(t.Context()); err != nil && !errors.Is(err, ErrNotHeld) {
+					// A release that times out on a loaded machine leaves the key
+					// to its TTL: slower, not wrong.
+					if err := lease.Release(t.Context()); err != nil && !errors.Is(err, ErrNotHeld) && !errors.Is(err, ErrUnavailable) {
 						fail(err)
 					}
 					mu.Lock()

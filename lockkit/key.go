@@ -1,15 +1,19 @@
 package lockkit
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/lockkit/lockkit/internal/policy"
+)
 
 // DefaultPrefix is the key prefix used when a DomainSpec leaves Prefix empty.
-const DefaultPrefix = "lock:"
+const DefaultPrefix = policy.DefaultPrefix
 
 // A lock key is Prefix + "{" + suffix + "}" and its fencing counter is the
 // lock key + ":fence". The braces are a Redis Cluster hash tag, so a lock and
 // its counter always share a slot; the escaping below keeps '{' and '}' out of
 // parameters so a parameter can never move the tag.
-const fenceSuffix = ":fence"
+const fenceSuffix = policy.FenceSuffix
 
 // AppendString appends the injective, readable encoding of a string key
 // parameter to dst. The bytes '%', ':', '{', '}', every control byte (< 0x20)

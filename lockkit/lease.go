@@ -25,12 +25,19 @@ type Lease struct {
 	hold   *telemetry.Hold // nil when telemetry is off
 	logCtx context.Context // carries only the hold span, for log lines
 
-	mu       sync.Mutex
-	deadline time.Time   // monotonic; start of the winning attempt + TTL - drift
-	expiry   *schedEntry // runs onDeadline at deadline
-	renew    *schedEntry // runs the next extend when due; nil when renewal is off
-	state    leaseState
-	lostErr  error
+	// fnCancel cancels the ctx of the fn that Do runs under this lease; nil
+	// for a lease from Acquire. Close uses it to ask fn to finish.
+	fnCancel context.CancelCauseFunc
+	runDone  chan struct{} // closed when Do has released the lease; nil for Acquire
+
+	mu        sync.Mutex
+	deadline  time.Time   // monotonic; start of the winning attempt + TTL - drift
+	expiry    *schedEntry // runs onDeadline at deadline
+	renew     *schedEntry // runs the next extend when due; nil when renewal is off
+	state     leaseState
+	lostErr   error
+	noRenew   bool // Close gave up on this lease: let it expire by its TTL
+	holdEnded bool // the hold span has ended (released or lost)
 }
 
 type leaseState uint8
@@ -41,11 +48,11 @@ const (
 	released
 )
 
-// errReleased is the lease ctx's cause after a release.
+// errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
 func newLease(l Lock, token string, fence int64, deadline time.Time, hctx context.Context, hold *telemetry.Hold) *Lease {
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(context.Background()) // the lease's own: it outlives the acquire's ctx
 	logCtx := context.Background()
 	if hold != nil {
 		// Keep the span, not the caller's ctx: the lease outlives it.
@@ -61,6 +68,9 @@ func (l *Lease) start() {
 	c := l.lock.d.c
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.state != held {
+		return
+	}
 	l.expiry = c.sched.add(l.deadline, func() { go l.onDeadline() })
 	if every := l.lock.d.policy.RenewInterval; every > 0 {
 		l.renew = c.sched.add(time.Now().Add(every), func() { c.background(l.renewNow) })
@@ -85,21 +95,56 @@ func (l *Lease) Deadline() time.Time {
 	return l.deadline
 }
 
-// Done is closed once the lease is lost or released.
+// Done is closed once the lease is lost or released, or once Client.Close
+// asks its holder to finish. It is a signal for work that waits; before a
+// side effect, check Err, which also consults the clock.
 func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 
-// Err is nil while the lease is held or after a clean release, and an error
-// matching ErrLockLost once the lease was lost.
+// Err reports whether the lease may still be relied on. It is nil while the
+// lease is held and its local deadline has not passed, and after a release by
+// its holder. It is an error matching ErrLockLost once the lease is lost: an
+// extend or release found another owner, or the deadline passed without a
+// successful extend. Err consults the clock itself, so a holder that was
+// paused past its deadline learns it here even before any background
+// goroutine has run; call it right before a side effect.
+//
+// A check is no guarantee for the write that follows it: a holder can pause
+// between Err and its write. Only the fence (Fence, checked by the resource
+// with FencedSet or FencedTable) stops such a late write.
 func (l *Lease) Err() error {
+	l.mu.Lock()
+	expired := l.state == held && !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if expired {
+		l.markLost(telemetry.LostDeadline, l.deadlineErr())
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lostErr
+}
+
+// Valid reports whether the lease is held and within its local deadline:
+// Err is nil and the lease was not released.
+func (l *Lease) Valid() bool {
+	if l.Err() != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state == held
+}
+
+func (l *Lease) deadlineErr() error {
+	return fmt.Errorf("%w: %s: deadline passed without a successful extend", ErrLockLost, l.lock.key)
 }
 
 // Extend resets the lease's TTL now. It returns ErrNotHeld, and the lease is
 // lost, when the key no longer holds this lease's token; ErrUnavailable when
 // Redis cannot answer (the lease stays held until its deadline).
 func (l *Lease) Extend(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("lockkit: extend %s: %w: %w", l.lock.key, ErrNotHeld, err)
+	}
 	l.mu.Lock()
 	st := l.state
 	l.mu.Unlock()
@@ -136,7 +181,9 @@ func (l *Lease) extend(parent context.Context) error {
 	span.End(telemetry.OutcomeOK, nil)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.state == held {
+	// An extend sent after the deadline extends nothing: the lease was
+	// already lost on this clock (Err and onDeadline say so).
+	if l.state == held && sent.Before(l.deadline) {
 		if next := sent.Add(d.policy.TTL - d.drift); next.After(l.deadline) {
 			l.deadline = next
 			d.c.sched.reset(l.expiry, next)
@@ -163,7 +210,7 @@ func (l *Lease) renewNow() {
 		next = max(p.RenewInterval/4, 5*time.Millisecond)
 	}
 	l.mu.Lock()
-	if l.state == held {
+	if l.state == held && !l.noRenew {
 		l.lock.d.c.sched.reset(l.renew, time.Now().Add(next))
 	}
 	l.mu.Unlock()
@@ -177,7 +224,7 @@ func (l *Lease) onDeadline() {
 		return // released, already lost, or extended while it was being run
 	}
 	l.mu.Unlock()
-	l.markLost(telemetry.LostDeadline, fmt.Errorf("%w: %s: deadline passed without a successful extend", ErrLockLost, l.lock.key))
+	l.markLost(telemetry.LostDeadline, l.deadlineErr())
 }
 
 func (l *Lease) markLost(why telemetry.LostCause, cause error) {
@@ -190,9 +237,25 @@ func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 	l.lostErr = cause
 	l.stopTimers()
 	l.mu.Unlock()
-	l.cancel(cause)
+	// The client keeps nothing of a lost lease, and has let go of it by the
+	// time Done closes: a holder that never calls Release leaks neither the
+	// lease nor its span.
+	l.lock.d.c.untrack(l)
 	l.hold.Lost(why, cause)
+	l.endHold(telemetry.OutcomeLost, cause)
+	l.cancel(cause)
 	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", cause)
+}
+
+// endHold ends the hold span once: at the release, or at the loss.
+func (l *Lease) endHold(o telemetry.Outcome, err error) {
+	l.mu.Lock()
+	ended := l.holdEnded
+	l.holdEnded = true
+	l.mu.Unlock()
+	if !ended {
+		l.hold.End(o, err)
+	}
 }
 
 // stopTimers unqueues the deadline and the renewal; l.mu is held.
@@ -205,25 +268,32 @@ func (l *Lease) stopTimers() {
 // Release gives the lock back: an owner-checked delete that removes the key
 // only if it still holds this lease's token. It returns ErrNotHeld when it
 // does not (the lease expired, and maybe someone else holds the lock now);
-// nothing is deleted then. Release stops the renewal either way.
+// nothing is deleted then, and the lease counts as lost. Release stops the
+// renewal either way. The delete is bounded by the client's command timeout,
+// not by ctx, so a cancelled ctx never leaves the lock held.
 func (l *Lease) Release(ctx context.Context) error {
+	return l.release(ctx, commandCtx(context.WithoutCancel(ctx), l.lock.d.c.cmdTimeout), errReleased)
+}
+
+// release sends the delete under cctx; why is the lease ctx's cause.
+func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	l.mu.Lock()
 	if l.state == released {
 		l.mu.Unlock()
 		return fmt.Errorf("lockkit: release %s: already released: %w", l.lock.key, ErrNotHeld)
 	}
+	wasLost := l.state == lost
 	l.state = released
-	lostErr := l.lostErr
 	l.stopTimers()
 	l.mu.Unlock()
-	l.cancel(errReleased)
-	defer l.lock.d.c.untrack(l)
-
+	l.cancel(why)
 	c := l.lock.d.c
-	ctx, span := l.hold.StartRelease(ctx)
-	ctx = commandCtx(context.WithoutCancel(ctx), c.cmdTimeout)
-	ok, err := c.be.release(ctx, l.lock.key, l.token)
+	defer c.untrack(l)
+
+	_, span := l.hold.StartRelease(ctx)
+	ok, err := c.be.release(cctx, l.lock.key, l.token)
 	outcome := telemetry.OutcomeReleased
+	var foundLost error
 	switch {
 	case err != nil:
 		err = fmt.Errorf("lockkit: release %s: %w: %w (the key expires by its TTL)", l.lock.key, ErrUnavailable, err)
@@ -231,12 +301,21 @@ func (l *Lease) Release(ctx context.Context) error {
 	case !ok:
 		err = fmt.Errorf("lockkit: release %s: %w", l.lock.key, ErrNotHeld)
 		outcome = telemetry.OutcomeExpired
+		if !wasLost {
+			// The key held another token, or none: the lease had been lost
+			// without this process noticing (a pause, a stolen key).
+			foundLost = fmt.Errorf("%w: %s: the release found the key no longer held by this lease", ErrLockLost, l.lock.key)
+			l.mu.Lock()
+			l.lostErr = foundLost
+			l.mu.Unlock()
+		}
 	}
 	span.End(outcome, err)
-	if lostErr != nil {
-		l.hold.End(telemetry.OutcomeLost, lostErr)
+	if foundLost != nil {
+		l.hold.Lost(telemetry.LostRefused, foundLost)
+		l.endHold(telemetry.OutcomeLost, foundLost)
 	} else {
-		l.hold.End(outcome, err)
+		l.endHold(outcome, err)
 	}
 	return err
 }
@@ -249,17 +328,25 @@ func (l *Lease) releaseUntracked() {
 	l.lock.releaseToken(context.Background(), l.token)
 }
 
-// run is the body of Do and TryDo: fn under the lease, then release.
-func (l *Lease) run(ctx context.Context, fn func(context.Context, *Lease) error) (err error) {
-	fctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+// run is the body of Do and TryDo: fn under the lease, then release. It
+// returns an error matching ErrLockLost whenever the lease stopped being
+// valid before the release: lost while fn ran, past its deadline when fn
+// returned (checked on the clock, not only by the background timer), or
+// found by the release to be held by someone else.
+func (l *Lease) run(fctx context.Context, fn func(context.Context, *Lease) error) (err error) {
+	stop := context.AfterFunc(l.ctx, func() { l.fnCancel(context.Cause(l.ctx)) })
 	defer func() {
 		stop()
-		cancel(nil)
+		l.fnCancel(nil)
 		lostErr := l.Err()
-		if rerr := l.Release(ctx); rerr != nil && lostErr == nil {
+		rerr := l.Release(fctx)
+		if lostErr == nil && errors.Is(rerr, ErrNotHeld) {
+			lostErr = l.Err() // the release found the lease lost
+		}
+		if rerr != nil && lostErr == nil {
 			l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
 		}
+		close(l.runDone)
 		if lostErr != nil {
 			err = errors.Join(lostErr, err)
 		}

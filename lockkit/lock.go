@@ -27,46 +27,57 @@ func (l Lock) Key() string { return l.key }
 // releases the lock, also when fn panics.
 //
 // fn's ctx is cancelled, with context.Cause an error that matches
-// ErrLockLost, the moment the lease is lost; Do then returns an error that
-// matches ErrLockLost, joined with fn's own error if any. A failed release is
-// logged and does not mask fn's result.
+// ErrLockLost, the moment the lease is lost. Do returns an error that
+// matches ErrLockLost, joined with fn's own error if any, whenever the lease
+// stopped being valid before the release: lost while fn ran, past its local
+// deadline when fn returned (Do checks the clock itself, so a process paused
+// past the deadline never reports success), or found by the release to be
+// held by another owner. A release that fails for another reason (the
+// backend did not answer) is logged and does not mask fn's result: the lease
+// was valid when fn returned, and the key expires by its TTL.
+//
+// When the client is closed while fn runs, fn's ctx is cancelled with a
+// cause matching ErrClosed, and Close waits (within its own ctx) for fn to
+// return before the lock is released: the lock is never released under a
+// running fn.
 func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	lease, hctx, err := l.acquire(ctx, true)
+	lease, fctx, err := l.acquire(ctx, true, true)
 	if err != nil {
 		return err
 	}
-	return lease.run(hctx, fn)
+	return lease.run(fctx, fn)
 }
 
 // TryDo is Do with a single attempt: a held lock returns ErrNotAcquired at
 // once, and fn does not run.
 func (l Lock) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	lease, hctx, err := l.acquire(ctx, false)
+	lease, fctx, err := l.acquire(ctx, false, true)
 	if err != nil {
 		return err
 	}
-	return lease.run(hctx, fn)
+	return lease.run(fctx, fn)
 }
 
 // Acquire takes the lock, retrying per the domain's policy, and returns the
 // lease, renewed in the background until Release. The lease outlives ctx:
 // ctx bounds only the acquisition.
 func (l Lock) Acquire(ctx context.Context) (*Lease, error) {
-	lease, _, err := l.acquire(ctx, true)
+	lease, _, err := l.acquire(ctx, true, false)
 	return lease, err
 }
 
 // TryAcquire is Acquire with a single attempt: a held lock returns
 // ErrNotAcquired at once.
 func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) {
-	lease, _, err := l.acquire(ctx, false)
+	lease, _, err := l.acquire(ctx, false, false)
 	return lease, err
 }
 
 // acquire runs one acquisition: one attempt, or attempts with backoff per
-// the domain's retry policy when retry is set. It returns the lease and the
-// hold's ctx, which carries the hold span for fn.
-func (l Lock) acquire(ctx context.Context, retry bool) (*Lease, context.Context, error) {
+// the domain's retry policy when retry is set. It returns the lease and, for
+// Do (forDo), the ctx for fn: it carries the hold span and is cancelled when
+// the lease is lost or the client closes.
+func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.Context, error) {
 	d := l.d
 	if d == nil {
 		return nil, ctx, ErrNoClient
@@ -101,13 +112,32 @@ func (l Lock) acquire(ctx context.Context, retry bool) (*Lease, context.Context,
 			validUntil := sent.Add(p.TTL - d.drift)
 			if time.Until(validUntil) > 0 {
 				lease := newLease(l, token, fence, validUntil, hctx, hold)
+				fctx := hctx
+				if forDo {
+					fctx, lease.fnCancel = context.WithCancelCause(hctx)
+					lease.runDone = make(chan struct{})
+				}
+				// track arms the lease's timers in the same step, so a Close
+				// either sees a running lease or makes track refuse it.
 				if !c.track(lease) {
 					lease.releaseUntracked()
 					return fail(telemetry.OutcomeClosed, ErrClosed)
 				}
 				hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence})
-				lease.start()
-				return lease, hctx, nil
+				if testHookTracked != nil {
+					testHookTracked(c)
+				}
+				if c.isClosed() {
+					// Close came between track and here: hand out no lease
+					// that Close is about to release, or already has.
+					_ = lease.Release(ctx)
+					if forDo {
+						lease.fnCancel(nil)
+						close(lease.runDone)
+					}
+					return nil, ctx, ErrClosed
+				}
+				return lease, fctx, nil
 			}
 			// The reply came too late to trust: the key may already have
 			// expired. Give it back and count it as a backend failure.
@@ -149,6 +179,10 @@ func (l Lock) acquire(ctx context.Context, retry bool) (*Lease, context.Context,
 		}
 	}
 }
+
+// testHookTracked, when set by a test, runs right after a new lease is
+// tracked: where a Close could come between tracking and handing out.
+var testHookTracked func(*Client)
 
 // attemptOutcome is the telemetry outcome of a failed attempt: held is what
 // contention means at this point (contended, exhausted or timeout).

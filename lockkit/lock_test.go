@@ -106,11 +106,11 @@ func TestCrashedHolderFreedByTTL(t *testing.T) {
 	r := testserver.StartRedis(t)
 	const ttl = 300 * time.Millisecond
 	// The crashed replica: it wrote the lock and died.
-	crashedKey := lockOn(testDomain(t, newClient(t, r), Policy{TTL: ttl}), "7").Key()
+	crashedKey := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "7").Key()
 	if err := r.Client(t).Set(t.Context(), crashedKey, "crashed-owner", ttl).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l := lockOn(testDomain(t, newClient(t, r), Policy{TTL: ttl, Retry: RetryPolicy{MaxAttempts: 100, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Multiplier: 1.5}}), "7")
+	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl, Retry: RetryPolicy{MaxAttempts: 100, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Multiplier: 1.5}}), "7")
 	if _, err := l.TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("while the crashed holder's key lives: %v, want ErrNotAcquired", err)
 	}
@@ -129,8 +129,9 @@ func TestCrashedHolderFreedByTTL(t *testing.T) {
 func TestRenewalOutlivesTTL(t *testing.T) {
 	r := testserver.StartRedis(t)
 	const ttl = 300 * time.Millisecond
-	l := lockOn(testDomain(t, newClient(t, r), Policy{TTL: ttl}), "long")
-	other := lockOn(testDomain(t, newClient(t, r), Policy{TTL: ttl}), "long")
+	// A 300ms TTL needs a command timeout that leaves renewals room.
+	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "long")
+	other := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "long")
 	rdb := r.Client(t)
 	err := l.Do(t.Context(), func(ctx context.Context, lease *Lease) error {
 		deadline := time.Now().Add(4 * ttl)
@@ -263,7 +264,7 @@ func TestDeadBackendIsUnavailable(t *testing.T) {
 	l := lockOn(testDomain(t, newClient(t, r), policy), "x")
 	r.Kill(t)
 	for _, try := range []bool{false, true} {
-		_, _, err := l.acquire(t.Context(), try)
+		_, _, err := l.acquire(t.Context(), try, false)
 		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("acquire(retry=%v) on a dead server = %v, want ErrUnavailable only", try, err)
 		}

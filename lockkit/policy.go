@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/lockkit/lockkit/internal/policy"
 )
 
 // Policy is how a domain's locks behave: how long a lease lives, how often it
@@ -41,7 +42,11 @@ type Policy struct {
 }
 
 // DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
-const DefaultReplicaTimeout = 50 * time.Millisecond
+const DefaultReplicaTimeout = policy.DefaultReplicaTimeout
+
+// MinTTL is the shortest TTL a domain may have: below it the drift allowance
+// (1% of the TTL + 2ms) leaves too little of the lease to grant.
+const MinTTL = policy.MinTTL
 
 // RetryPolicy is jittered exponential backoff for acquiring a held lock.
 type RetryPolicy struct {
@@ -65,16 +70,16 @@ type RetryPolicy struct {
 
 // Retry defaults, applied to zero fields of a RetryPolicy with MaxAttempts > 1.
 const (
-	DefaultInitialInterval = 50 * time.Millisecond
-	DefaultMaxInterval     = time.Second
-	DefaultMultiplier      = 2.0
-	DefaultJitter          = 0.5
+	DefaultInitialInterval = policy.DefaultInitialInterval
+	DefaultMaxInterval     = policy.DefaultMaxInterval
+	DefaultMultiplier      = policy.DefaultMultiplier
+	DefaultJitter          = policy.DefaultJitter
 )
 
 // withDefaults fills the zero fields that have a default.
 func (p Policy) withDefaults() Policy {
 	if p.RenewInterval == 0 {
-		p.RenewInterval = p.TTL / 3
+		p.RenewInterval = policy.DefaultRenew(p.TTL)
 	}
 	if p.Replicas > 0 && p.ReplicaTimeout == 0 {
 		p.ReplicaTimeout = DefaultReplicaTimeout
@@ -98,20 +103,22 @@ func (p Policy) withDefaults() Policy {
 	return p
 }
 
-// validate reports every problem with a policy (after withDefaults).
-func (p Policy) validate() error {
+// validate reports every problem with a policy (after withDefaults), for a
+// client whose commands time out after cmdTimeout.
+func (p Policy) validate(cmdTimeout time.Duration) error {
 	var errs []error
-	if p.TTL <= 0 {
-		errs = append(errs, fmt.Errorf("ttl must be > 0 (got %v)", p.TTL))
+	if err := policy.CheckTTL(p.TTL); err != nil {
+		errs = append(errs, err)
+	} else if err := policy.CheckRenew(p.TTL, p.RenewInterval, cmdTimeout); err != nil {
+		errs = append(errs, err)
 	}
-	if p.RenewInterval >= p.TTL && p.TTL > 0 {
-		errs = append(errs, fmt.Errorf("renew interval %v must be shorter than the ttl %v (default ttl/3)", p.RenewInterval, p.TTL))
+	if p.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("replicas must be >= 0 (got %d)", p.Replicas))
 	}
-	if p.Replicas < 0 || p.ReplicaTimeout < 0 {
-		errs = append(errs, fmt.Errorf("replicas and replica timeout must be >= 0 (got %d, %v)", p.Replicas, p.ReplicaTimeout))
-	}
-	if p.Replicas > 0 && p.ReplicaTimeout >= p.TTL && p.TTL > 0 {
-		errs = append(errs, fmt.Errorf("replica timeout %v must be shorter than the ttl %v", p.ReplicaTimeout, p.TTL))
+	if p.Replicas > 0 {
+		if err := policy.CheckReplicaTimeout(p.TTL, p.ReplicaTimeout); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	r := p.Retry
 	if r.MaxAttempts < 0 {
@@ -123,11 +130,11 @@ func (p Policy) validate() error {
 	if r.MaxInterval < r.InitialInterval {
 		errs = append(errs, fmt.Errorf("retry max interval %v must be >= the initial interval %v", r.MaxInterval, r.InitialInterval))
 	}
-	if r.Multiplier < 1 {
-		errs = append(errs, fmt.Errorf("retry multiplier must be >= 1 (got %v)", r.Multiplier))
+	if err := policy.CheckMultiplier(r.Multiplier); err != nil {
+		errs = append(errs, fmt.Errorf("retry %w", err))
 	}
-	if r.Jitter < 0 || r.Jitter > 1 {
-		errs = append(errs, fmt.Errorf("retry jitter must be in [0, 1] (got %v)", r.Jitter))
+	if err := policy.CheckJitter(r.Jitter); err != nil {
+		errs = append(errs, fmt.Errorf("retry %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -150,11 +157,14 @@ func (r RetryPolicy) newBackOff() backoff.BackOff {
 // EnvTTLPrefix starts the environment variables that override a domain's TTL
 // at run time: LOCKKIT_TTL_<NAME>=<Go duration>, NAME being the domain name in
 // upper case with every byte other than A-Z and 0-9 turned into '_', e.g.
-// LOCKKIT_TTL_USER_DIGEST=45s. They are read once, by New.
-const EnvTTLPrefix = "LOCKKIT_TTL_"
+// LOCKKIT_TTL_USER_DIGEST=45s. They are read once, by New, which fails when
+// one is not a valid TTL or names no domain this program declares (see
+// RegisterDomains).
+const EnvTTLPrefix = policy.EnvTTLPrefix
 
-// readTTLOverrides parses every LOCKKIT_TTL_* variable. An invalid value is an
-// error naming the variable, never a silent default.
+// readTTLOverrides parses every LOCKKIT_TTL_* variable, keyed by the whole
+// variable name. An invalid value is an error naming the variable, never a
+// silent default.
 func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
 	var (
 		out  map[string]time.Duration
@@ -166,31 +176,20 @@ func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
 			continue
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(val))
-		switch {
-		case err != nil:
+		if err != nil {
 			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms", name, val))
 			continue
-		case d <= 0:
-			errs = append(errs, fmt.Errorf("lockkit: %s=%q: a TTL must be > 0", name, val))
+		}
+		if err := policy.CheckTTL(d); err != nil {
+			errs = append(errs, fmt.Errorf("lockkit: %s=%q: %w", name, val, err))
 			continue
 		}
 		if out == nil {
 			out = make(map[string]time.Duration)
 		}
-		out[strings.TrimPrefix(name, EnvTTLPrefix)] = d
+		out[name] = d
 	}
 	return out, errors.Join(errs...)
-}
-
-// envName is the NAME part of a domain's LOCKKIT_TTL_<NAME> variable.
-func envName(domain string) string {
-	b := []byte(strings.ToUpper(domain))
-	for i, c := range b {
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 func environ() []string { return os.Environ() }

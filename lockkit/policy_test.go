@@ -2,13 +2,14 @@ package lockkit
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestPolicyValidation(t *testing.T) {
-	c := &Client{}
+	c := &Client{cmdTimeout: DefaultCommandTimeout}
 	for _, tc := range []struct {
 		name string
 		p    Policy
@@ -16,9 +17,20 @@ func TestPolicyValidation(t *testing.T) {
 	}{
 		{"ok", Policy{TTL: time.Second}, ""},
 		{"zero ttl", Policy{}, "ttl must be > 0"},
-		{"renew too long", Policy{TTL: time.Second, RenewInterval: time.Second}, "renew interval 1s must be shorter than the ttl 1s"},
-		{"bad multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: 0.5}}, "multiplier must be >= 1"},
-		{"bad jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: 2}}, "jitter must be in [0, 1]"},
+		{"renew as long as the ttl", Policy{TTL: time.Second, RenewInterval: time.Second}, "renew interval 1s leaves no room to renew a 1s lease"},
+		// Every lease would be lost before its first renewal: the renewal
+		// lands after the local deadline (ttl − drift = 988ms).
+		{"renew just under the ttl", Policy{TTL: time.Second, RenewInterval: 995 * time.Millisecond}, "renew interval 995ms leaves no room to renew a 1s lease: a renewal sent then, answered within the command timeout 500ms"},
+		{"renew without room for the command timeout", Policy{TTL: time.Second, RenewInterval: 600 * time.Millisecond}, "renew at most every 488ms"},
+		{"renew with room", Policy{TTL: time.Second, RenewInterval: 480 * time.Millisecond}, ""},
+		{"ttl below the minimum", Policy{TTL: 2 * time.Millisecond}, "ttl must be at least 10ms (got 2ms)"},
+		{"sub-millisecond ttl", Policy{TTL: 1500 * time.Microsecond}, "ttl must be a whole number of milliseconds"},
+		{"bad multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: 0.5}}, "multiplier must be a finite number >= 1"},
+		{"NaN multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: math.NaN()}}, "multiplier must be a finite number >= 1 (got NaN)"},
+		{"Inf multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: math.Inf(1)}}, "multiplier must be a finite number >= 1 (got +Inf)"},
+		{"bad jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: 2}}, "jitter must be above 0 and at most 1 (got 2)"},
+		{"NaN jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: math.NaN()}}, "jitter must be above 0 and at most 1 (got NaN)"},
+		{"negative jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: -0.5}}, "jitter must be above 0 and at most 1"},
 		{"negative attempts", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: -1}}, "max attempts must be >= 0"},
 		{"max below initial", Policy{TTL: time.Second, Retry: RetryPolicy{InitialInterval: time.Second, MaxInterval: time.Millisecond}}, "max interval 1ms must be >= the initial interval 1s"},
 	} {
@@ -47,20 +59,24 @@ func TestTTLOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got["TABLE"] != 8*time.Second || got["USER_DIGEST"] != 250*time.Millisecond || len(got) != 2 {
+	if got["LOCKKIT_TTL_TABLE"] != 8*time.Second || got["LOCKKIT_TTL_USER_DIGEST"] != 250*time.Millisecond || len(got) != 2 {
 		t.Fatalf("overrides = %v", got)
 	}
-	_, err = readTTLOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s"})
+	_, err = readTTLOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s", "LOCKKIT_TTL_X=500us", "LOCKKIT_TTL_Y=2ms", "LOCKKIT_TTL_Z=1500us"})
 	if err == nil {
 		t.Fatal("invalid values must be an error")
 	}
-	for _, want := range []string{`LOCKKIT_TTL_TABLE="8" is not a duration; write a Go duration such as 8s or 500ms`, `LOCKKIT_TTL_JOB="-1s": a TTL must be > 0`} {
+	for _, want := range []string{
+		`LOCKKIT_TTL_TABLE="8" is not a duration; write a Go duration such as 8s or 500ms`,
+		`LOCKKIT_TTL_JOB="-1s": ttl must be > 0`,
+		// These used to pass, and every acquire then failed as ErrUnavailable.
+		`LOCKKIT_TTL_X="500us": ttl must be a whole number of milliseconds`,
+		`LOCKKIT_TTL_Y="2ms": ttl must be at least 10ms`,
+		`LOCKKIT_TTL_Z="1500us": ttl must be a whole number of milliseconds`,
+	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
-	}
-	if envName("user_digest") != "USER_DIGEST" || envName("a-b.c") != "A_B_C" {
-		t.Fatal("envName")
 	}
 }
 
@@ -76,7 +92,41 @@ func TestNewRejectsInvalidEnv(t *testing.T) {
 	}
 }
 
+// A LOCKKIT_TTL_* variable that names no domain of the program is a mistake
+// that would otherwise be ignored in silence: New refuses it, naming it and
+// the variables that would work.
+func TestNewRejectsOverrideOfNoDomain(t *testing.T) {
+	RegisterDomains(DomainSpec{Name: "table"}, DomainSpec{Name: "user_digest"})
+	t.Setenv("LOCKKIT_TTL_TABEL", "9s")
+	c, err := New(fakeUniversal(t))
+	if c != nil || err == nil {
+		t.Fatalf("New = %v, %v; want an error", c, err)
+	}
+	for _, want := range []string{"LOCKKIT_TTL_TABEL names no lock domain of this program", "LOCKKIT_TTL_TABLE", "LOCKKIT_TTL_USER_DIGEST"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+// An override is validated with the policy it lands in: a TTL that leaves a
+// schema's explicit renew interval no room is a domain error naming the
+// variable, not a stream of lost leases.
+func TestEnvOverrideValidatedWithPolicy(t *testing.T) {
+	RegisterDomains(DomainSpec{Name: "table"})
+	t.Setenv("LOCKKIT_TTL_TABLE", "600ms")
+	c, err := New(fakeUniversal(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Domain(DomainSpec{Name: "table", Policy: Policy{TTL: 30 * time.Second}})
+	if d.Err() == nil || !strings.Contains(d.Err().Error(), "(with the TTL 600ms from LOCKKIT_TTL_TABLE)") {
+		t.Fatalf("domain error = %v; want the renew rule, naming the variable", d.Err())
+	}
+}
+
 func TestEnvOverrideApplies(t *testing.T) {
+	RegisterDomains(DomainSpec{Name: "table"}, DomainSpec{Name: "job"})
 	t.Setenv("LOCKKIT_TTL_TABLE", "9s")
 	c, err := New(fakeUniversal(t))
 	if err != nil {

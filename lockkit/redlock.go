@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,15 +91,41 @@ func newRedlockBackend(nodes []redis.UniversalClient, s breaker.Settings, cmdTim
 		}
 		name := nodeName(rdb)
 		if c, ok := rdb.(*redis.Client); ok && name != "FailoverClient" {
-			id := c.Options().Network + "/" + name
-			if j, dup := seen[id]; dup {
-				return nil, fmt.Errorf("lockkit: WithRedlock: nodes %d and %d both point at %s; Redlock needs independent nodes", j, i, name)
+			for _, id := range endpoints(c.Options().Network, name) {
+				if j, dup := seen[id]; dup && j != i {
+					return nil, fmt.Errorf("lockkit: WithRedlock: nodes %d and %d both point at %s (%s); Redlock needs independent nodes", j, i, id, name)
+				}
+				seen[id] = i
 			}
-			seen[id] = i
 		}
 		b.nodes = append(b.nodes, redlockNode{name: name, be: newRedisBackend(rdb, s, cmdTimeout)})
 	}
 	return b, nil
+}
+
+// endpoints names where addr leads, so that one server reached under two
+// names (localhost:6379 and 127.0.0.1:6379) is seen as one node: the
+// addresses its host resolves to, with the port; addr itself when it does not
+// resolve within a second (the check then compares names).
+func endpoints(network, addr string) []string {
+	if network == "" {
+		network = "tcp"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || network == "unix" {
+		return []string{network + "/" + addr}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupHost(ctx, host)
+	if err != nil || len(ips) == 0 {
+		return []string{network + "/" + addr}
+	}
+	out := make([]string, len(ips))
+	for k, ip := range ips {
+		out[k] = "tcp/" + net.JoinHostPort(ip, port)
+	}
+	return out
 }
 
 func nodeName(rdb redis.UniversalClient) string {

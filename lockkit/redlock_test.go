@@ -114,6 +114,11 @@ func TestRedlockConfig(t *testing.T) {
 		t.Cleanup(func() { rdb.Close() })
 		return rdb
 	}
+	named := func(a string) redis.UniversalClient {
+		rdb := redis.NewClient(&redis.Options{Addr: a})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
 	a, b, c, d, e := addr(1), addr(2), addr(3), addr(4), addr(5)
 	cases := []struct {
 		name  string
@@ -125,7 +130,9 @@ func TestRedlockConfig(t *testing.T) {
 		{"four nodes", a, []redis.UniversalClient{b, c, d}, "an odd number of nodes, got 4"},
 		{"nil node", a, []redis.UniversalClient{b, nil}, "node 2 is a nil client"},
 		{"same client twice", a, []redis.UniversalClient{b, a}, "nodes 0 and 2 are the same client"},
-		{"same address twice", a, []redis.UniversalClient{b, addr(1)}, "nodes 0 and 2 both point at 127.0.0.1:1"},
+		{"same address twice", a, []redis.UniversalClient{b, addr(1)}, "nodes 0 and 2 both point at tcp/127.0.0.1:1"},
+		// One server under two names still fakes a majority.
+		{"localhost and 127.0.0.1", a, []redis.UniversalClient{b, named("localhost:1")}, "nodes 0 and 2 both point at tcp/127.0.0.1:1 (localhost:1)"},
 		{"three", a, []redis.UniversalClient{b, c}, ""},
 		{"five", a, []redis.UniversalClient{b, c, d, e}, ""},
 	}
@@ -557,6 +564,13 @@ func TestRedlockExtendReleaseMajority(t *testing.T) {
 	lease, err = l.TryAcquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// TryAcquire returns once a majority answered; let the stragglers land
+	// before deleting, or one of them could set the key again after.
+	for deadline := time.Now().Add(2 * time.Second); countHolding(redlockHolders(t, nodes, l.Key()), lease.Token()) < 5; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every node took the key: %q", redlockHolders(t, nodes, l.Key()))
+		}
 	}
 	for _, i := range []int{0, 1, 2} {
 		rdbs[i].Del(t.Context(), l.Key())

@@ -750,7 +750,9 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 
 	t.Run("key deleted", func(t *testing.T) {
 		// The key vanished while the lease still believed itself held: the
-		// release says so, and the hold ends "expired", not "lost".
+		// release finds it so. The release span says "expired"; the hold
+		// ends "lost" (cause refused: the store no longer holds the lease),
+		// since exclusion was gone before the release.
 		r := testserver.StartRedis(t)
 		g := newTelRig(t, r)
 		l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, RenewInterval: -1}), "gone")
@@ -765,20 +767,23 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 		if !errors.Is(relErr, ErrNotHeld) {
 			t.Fatalf("Release = %v, want ErrNotHeld", relErr)
 		}
+		if err := lease.Err(); !errors.Is(err, ErrLockLost) {
+			t.Fatalf("lease.Err after the release found the key gone = %v, want ErrLockLost", err)
+		}
 		hold, rel := g.one(t, "lockkit.hold test"), g.one(t, "lockkit.release test")
 		domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-		expired := []attribute.KeyValue{domain, key, telemetry.AttrOutcome.String("expired"), telemetry.AttrErrorType.String("expired")}
-		wantSpanAttrs(t, "release", rel.Attributes, expired)
-		wantSpanAttrs(t, "hold", hold.Attributes, expired)
+		wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrOutcome.String("expired"), telemetry.AttrErrorType.String("expired")})
+		wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrLostCause.String("refused"),
+			telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost")})
 		wantStatus(t, rel, codes.Error, relErr.Error())
-		wantStatus(t, hold, codes.Error, relErr.Error())
-		if len(hold.Events) != 0 {
-			t.Errorf("hold events = %v, want none", eventNames(hold))
+		wantStatus(t, hold, codes.Error, lease.Err().Error())
+		if names := eventNames(hold); !slices.Equal(names, []string{telemetry.EventLeaseLost}) {
+			t.Errorf("hold events = %v, want [%s]", names, telemetry.EventLeaseLost)
 		}
 		ms := g.metrics(t)
 		wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
-		wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("expired"): {count: 1}})
-		wantNoMetric(t, ms, telemetry.MetricLeasesLost)
+		wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
+		wantPoints(t, ms, telemetry.MetricLeasesLost, map[string]telPoint{byCause("refused"): {sum: 1}})
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"gopkg.in/yaml.v3"
 )
 
@@ -469,12 +470,9 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 	if e, ok := m["ttl"]; ok {
 		s.ttl.node = e.val
 		if d, ok := p.duration(e, label); ok {
-			switch {
-			case d <= 0:
-				p.add(pos(e.val), "%s: ttl must be > 0 (got %q); write a Go duration such as \"10s\"", label, e.val.Value)
-			case d%time.Millisecond != 0:
-				p.add(pos(e.val), "%s: ttl must be a whole number of milliseconds, as Redis counts them (got %q); such as %q", label, e.val.Value, max(d.Round(time.Millisecond), time.Millisecond).String())
-			default:
+			if err := policy.CheckTTL(d); err != nil {
+				p.add(pos(e.val), "%s: %v", label, err)
+			} else {
 				s.ttl = setting[time.Duration]{d, true, e.val}
 			}
 		}
@@ -577,8 +575,8 @@ func (p *parser) retry(e entry, label string) retrySettings {
 	positive("max_wait", &r.maxWait, true)
 	if e, ok := m["multiplier"]; ok {
 		if f, ok := p.float(e, where, "a number >= 1 such as 2"); ok {
-			if f < 1 {
-				p.addIn(pos(e.val), where, "multiplier must be >= 1 (got %s), or backoffs would shrink; such as 2", e.val.Value)
+			if err := policy.CheckMultiplier(f); err != nil {
+				p.addIn(pos(e.val), where, "%v; such as 2", err)
 			} else {
 				r.mult = setting[float64]{f, true, e.val}
 			}
@@ -586,8 +584,8 @@ func (p *parser) retry(e entry, label string) retrySettings {
 	}
 	if e, ok := m["jitter"]; ok {
 		if f, ok := p.float(e, where, "a number above 0, at most 1, such as 0.5"); ok {
-			if f <= 0 || f > 1 {
-				p.addIn(pos(e.val), where, "jitter must be above 0 and at most 1 (got %s): the fraction by which each backoff is randomized, such as 0.5; it cannot be 0, since contenders without jitter retry in lockstep", e.val.Value)
+			if err := policy.CheckJitter(f); err != nil {
+				p.addIn(pos(e.val), where, "%v; it cannot be 0, since contenders without jitter retry in lockstep", err)
 			} else {
 				r.jitter = setting[float64]{f, true, e.val}
 			}
@@ -655,11 +653,13 @@ func (p *parser) checkRetry(label string, own, inherited retrySettings) (Retry, 
 	return r, true
 }
 
-// checkRenew checks renew < ttl ("none" is fine). It reports at the renew
-// value, or at reportAt when not nil: the domain's ttl, when the renew
-// interval it breaks comes from defaults.
+// checkRenew checks that renew leaves room to renew before the lease's local
+// deadline (the rule is policy.CheckRenew's; "none" is fine). The client's
+// command timeout is unknown here: the runtime checks again with it. It
+// reports at the renew value, or at reportAt when not nil: the domain's ttl,
+// when the renew interval it breaks comes from defaults.
 func (p *parser) checkRenew(label string, ttl, renew setting[time.Duration], reportAt *yaml.Node) {
-	if renew.val < 0 || renew.val < ttl.val {
+	if policy.CheckRenew(ttl.val, renew.val, 0) == nil {
 		return
 	}
 	at := renew.node
@@ -668,12 +668,12 @@ func (p *parser) checkRenew(label string, ttl, renew setting[time.Duration], rep
 		at = reportAt
 		note = fmt.Sprintf(" (renew %s is from defaults, line %d)", renew.node.Value, renew.node.Line)
 	}
-	suggest := (ttl.val / 3).Round(time.Millisecond)
+	suggest := policy.DefaultRenew(ttl.val).Round(time.Millisecond)
 	if suggest <= 0 {
 		suggest = time.Millisecond
 	}
-	p.add(pos(at), "%s: renew (%s) must be shorter than ttl (%s), or the lease expires before it is renewed%s; use a shorter renew such as %q, or leave renew out to renew every ttl/3",
-		label, renew.val, ttl.val, note, suggest.String())
+	p.add(pos(at), "%s: renew (%s) must come before the lease's local deadline, ttl (%s) less the drift allowance (%s), or the lease expires before it is renewed%s; use a shorter renew such as %q, or leave renew out to renew every ttl/3",
+		label, renew.val, ttl.val, policy.Drift(ttl.val), note, suggest.String())
 }
 
 // checkReplicas resolves and checks a policy's replicas and replica_timeout:

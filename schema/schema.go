@@ -4,13 +4,15 @@ import (
 	_ "embed"
 	"os"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/policy"
 )
 
 // Version is the only schema version this package reads (the file's "version").
 const Version = 1
 
 // DefaultPrefix is the key prefix when the file sets none.
-const DefaultPrefix = "lock:"
+const DefaultPrefix = policy.DefaultPrefix
 
 // MaxPatternLen bounds a pattern's length in bytes; longer patterns are rejected.
 const MaxPatternLen = 256
@@ -137,14 +139,14 @@ func (r Retry) None() bool { return r.Attempts <= 1 }
 
 // DefaultReplicaTimeout is the runtime's bound on the wait for replicas when
 // the file sets no replica_timeout (lockkit.DefaultReplicaTimeout).
-const DefaultReplicaTimeout = 50 * time.Millisecond
+const DefaultReplicaTimeout = policy.DefaultReplicaTimeout
 
 // Built-in values of retry fields that neither the domain nor the defaults set.
 const (
-	DefaultRetryInitial    = 50 * time.Millisecond
-	DefaultRetryMax        = time.Second
-	DefaultRetryMultiplier = 2.0
-	DefaultRetryJitter     = 0.5
+	DefaultRetryInitial    = policy.DefaultInitialInterval
+	DefaultRetryMax        = policy.DefaultMaxInterval
+	DefaultRetryMultiplier = policy.DefaultMultiplier
+	DefaultRetryJitter     = policy.DefaultJitter
 )
 
 // Load reads and parses the schema file at path. A read failure is returned

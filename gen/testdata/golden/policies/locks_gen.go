@@ -272,8 +272,8 @@ var fineSpec = lockkit.DomainSpec{
 	Pattern: "fine",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           time.Millisecond,
-		RenewInterval: 250 * time.Microsecond,
+		TTL:           10 * time.Millisecond,
+		RenewInterval: 2500 * time.Microsecond,
 		Retry: lockkit.RetryPolicy{
 			MaxAttempts:     4,
 			InitialInterval: 100 * time.Millisecond,
@@ -289,7 +289,7 @@ var fineSpec = lockkit.DomainSpec{
 // (lockkit.yaml:23). Its Do, TryDo, Acquire and TryAcquire come from
 // lockkit.Lock.
 //
-// Policy: ttl 1ms (LOCKKIT_TTL_FINE overrides it), renewed every 250µs; up to
+// Policy: ttl 10ms (LOCKKIT_TTL_FINE overrides it), renewed every 2.5ms; up to
 // 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
 // fencing on (Lease.Fence).
 type FineLock struct{ lockkit.Lock }

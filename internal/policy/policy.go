@@ -1,0 +1,159 @@
+// Package policy owns every rule about a lock domain that more than one part
+// of lockkit needs: the defaults, the validation rules, the key layout and the
+// name of the TTL override variable. The schema (when it checks lockkit.yaml),
+// the generator (when it writes a DomainSpec) and the runtime (when it binds a
+// domain) all ask this package, so a rule is written once.
+//
+// The checks return plain messages without a position or a field path; the
+// caller says where (a file:line:col in the schema, a domain name or an
+// environment variable at run time).
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Defaults.
+const (
+	// DefaultPrefix starts every key of a domain that sets no prefix.
+	DefaultPrefix = "lock:"
+	// DefaultCommandTimeout bounds each backend command of a lock operation.
+	DefaultCommandTimeout = 500 * time.Millisecond
+	// DefaultReplicaTimeout bounds the wait for replicas (Redis WAIT).
+	DefaultReplicaTimeout = 50 * time.Millisecond
+
+	DefaultInitialInterval = 50 * time.Millisecond
+	DefaultMaxInterval     = time.Second
+	DefaultMultiplier      = 2.0
+	DefaultJitter          = 0.5
+)
+
+// MinTTL is the shortest TTL a lease may have. Below it the drift allowance
+// (Drift) leaves too little of the lease to be worth granting: a 2ms TTL is
+// all drift, and every acquisition would be refused as too late.
+const MinTTL = 10 * time.Millisecond
+
+// Drift is how much less than its TTL a lease is trusted on the holder's
+// clock: clocks run at slightly different rates, and the server's countdown
+// starts after the request left. 1% of the TTL plus 2ms, as Redlock has it.
+func Drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// DefaultRenew is the renew interval of a domain that sets none: ttl/3.
+func DefaultRenew(ttl time.Duration) time.Duration { return ttl / 3 }
+
+// CheckTTL reports a TTL that cannot work: not positive, not a whole number
+// of milliseconds (Redis counts PX in milliseconds), or shorter than MinTTL.
+func CheckTTL(ttl time.Duration) error {
+	switch {
+	case ttl <= 0:
+		return fmt.Errorf("ttl must be > 0 (got %v)", ttl)
+	case ttl%time.Millisecond != 0:
+		return fmt.Errorf("ttl must be a whole number of milliseconds, as Redis counts them (got %v; such as %v)", ttl, max(ttl.Round(time.Millisecond), MinTTL))
+	case ttl < MinTTL:
+		return fmt.Errorf("ttl must be at least %v (got %v): the drift allowance of 1%% + 2ms would leave too little of the lease", MinTTL, ttl)
+	}
+	return nil
+}
+
+// CheckRenew reports a renew interval that cannot keep a lease of ttl
+// alive: the renewal must be sent and answered before the lease's local
+// deadline (ttl − Drift), allowing cmdTimeout for the answer. A renew < 0
+// means never renew, and is fine. The schema, which cannot know the client's
+// command timeout, passes 0; the runtime checks again with its own.
+func CheckRenew(ttl, renew, cmdTimeout time.Duration) error {
+	if renew < 0 || ttl <= 0 {
+		return nil
+	}
+	if renew == 0 {
+		return errors.New("renew interval must be > 0, or < 0 to never renew")
+	}
+	room := ttl - Drift(ttl) - cmdTimeout
+	if renew <= room {
+		return nil
+	}
+	if cmdTimeout > 0 && room <= 0 {
+		return fmt.Errorf("renew interval %v cannot keep a %v lease: its local deadline (ttl − drift %v) comes before a renewal could even be answered within the command timeout %v; use a longer ttl or a shorter command timeout",
+			renew, ttl, Drift(ttl), cmdTimeout)
+	}
+	if cmdTimeout > 0 {
+		return fmt.Errorf("renew interval %v leaves no room to renew a %v lease: a renewal sent then, answered within the command timeout %v, would land after the lease's local deadline (ttl − drift %v); renew at most every %v, or use a longer ttl or a shorter command timeout",
+			renew, ttl, cmdTimeout, Drift(ttl), max(room, 0).Truncate(time.Millisecond))
+	}
+	return fmt.Errorf("renew interval %v leaves no room to renew a %v lease before its local deadline (ttl − drift %v = %v); renew at most every %v, ideally ttl/3",
+		renew, ttl, Drift(ttl), ttl-Drift(ttl), (ttl / 3).Truncate(time.Millisecond))
+}
+
+// CheckMultiplier reports a backoff multiplier that is not a finite number >= 1.
+func CheckMultiplier(m float64) error {
+	if !(m >= 1) || math.IsInf(m, 0) {
+		return fmt.Errorf("multiplier must be a finite number >= 1 (got %v), or backoffs would shrink or vanish", m)
+	}
+	return nil
+}
+
+// CheckJitter reports a jitter that is not in (0, 1]. It cannot be 0:
+// contenders without jitter retry in lockstep.
+func CheckJitter(j float64) error {
+	if !(j > 0 && j <= 1) {
+		return fmt.Errorf("jitter must be above 0 and at most 1 (got %v): the fraction by which each backoff is randomized, such as 0.5", j)
+	}
+	return nil
+}
+
+// CheckReplicaTimeout reports a wait for replicas that could outlast the lease.
+func CheckReplicaTimeout(ttl, wait time.Duration) error {
+	switch {
+	case wait < 0:
+		return fmt.Errorf("replica timeout must be >= 0 (got %v)", wait)
+	case wait%time.Millisecond != 0:
+		return fmt.Errorf("replica timeout must be a whole number of milliseconds, as Redis WAIT counts them (got %v)", wait)
+	case ttl > 0 && wait >= ttl:
+		return fmt.Errorf("replica timeout %v must be shorter than the ttl %v, or the lease could expire while the acquisition waits for replicas", wait, ttl)
+	}
+	return nil
+}
+
+// EnvTTLPrefix starts the environment variables that override a domain's TTL
+// at run time: LOCKKIT_TTL_<NAME>=<Go duration>.
+const EnvTTLPrefix = "LOCKKIT_TTL_"
+
+// EnvName is the variable that overrides domain's TTL: EnvTTLPrefix and the
+// domain name in upper case, every byte other than A-Z and 0-9 turned into
+// '_' (user_digest → LOCKKIT_TTL_USER_DIGEST).
+func EnvName(domain string) string {
+	b := []byte(strings.ToUpper(domain))
+	for i, c := range b {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			b[i] = '_'
+		}
+	}
+	return EnvTTLPrefix + string(b)
+}
+
+// The key layout: a lock key is prefix + "{" + suffix + "}". The braces are a
+// Redis Cluster hash tag, so every key derived from a lock key (its fence
+// counter, its waiter queue) shares the lock's slot.
+const (
+	TagOpen     = '{'
+	TagClose    = '}'
+	FenceSuffix = ":fence"
+)
+
+// Key is the lock key of suffix (the domain pattern with its parameters
+// encoded) under prefix.
+func Key(prefix, suffix string) string { return prefix + "{" + suffix + "}" }
+
+// FenceKey is the fence counter of the lock at key.
+func FenceKey(key string) string { return key + FenceSuffix }
+
+// CheckPrefix reports a prefix that would move the hash tag.
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("prefix %q must not contain '{' or '}': the key's own braces are its Redis Cluster hash tag", prefix)
+	}
+	return nil
+}
