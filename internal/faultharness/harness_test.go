@@ -272,7 +272,10 @@ func (h *harness) startTailing() (stop func()) {
 			}
 		}
 	}()
-	return func() { cancel(); <-done; h.tail.poll(h.procsSnapshot()) }
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; h.tail.poll(h.procsSnapshot()) }) }
+	h.t.Cleanup(stop) // also when a fault's wait fails the test
+	return stop
 }
 
 func (h *harness) procsSnapshot() []*workerProc {
