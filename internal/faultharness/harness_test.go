@@ -123,11 +123,16 @@ func TestFaultHarness(t *testing.T) {
 	began := time.Now()
 	h := &harness{t: t, dir: t.TempDir(), tail: newTailer(), stops: map[*workerProc][][2]int64{}}
 	if d := os.Getenv("LOCKKIT_HARNESS_DIR"); d != "" {
-		// Keep the workers' histories and stderr for a look afterwards.
-		h.dir = d
+		// Keep the workers' histories and stderr for a look afterwards, in
+		// a new directory for each run.
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		var err error
+		if h.dir, err = os.MkdirTemp(d, "run-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("histories and stderr in %s", h.dir)
 	}
 	h.bin = buildWorker(t)
 	built := time.Since(began)
