@@ -27,7 +27,7 @@ var (
 )
 
 // Names the generated package declares itself; a domain's Go name must differ.
-var reservedGoNames = []string{"Locks", "New", "SetDefault"}
+var reservedGoNames = []string{"Locks", "New", "SetDefault", "Err"}
 
 // Parse parses and checks a lockkit.yaml. filename is used in positions only.
 // On any problem it returns every problem found, as Errors; it never panics.

@@ -211,7 +211,7 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:5:14: domain: cannot derive a name from pattern "2fa:{id}": its literal words give "2fa", not a name matching [a-z][a-z0-9_]*; add one, e.g. name: d2fa`,
 			`f.yaml:7:11: domain: name "Bad-Name" must match [a-z][a-z0-9_]* (lower case, as in user_digest); it names the domain in telemetry and in LOCKKIT_TTL_<NAME>`,
 			`f.yaml:9:14: domain "y": go_name "lower" must be an exported Go identifier of ASCII letters and digits, such as "Lower"`,
-			`f.yaml:11:14: domain "z": Go name "SetDefault" would declare SetDefault, which the generated package already declares (Locks, New, SetDefault); set go_name: to another name`}},
+			`f.yaml:11:14: domain "z": Go name "SetDefault" would declare SetDefault, which the generated package already declares (Locks, New, SetDefault, Err); set go_name: to another name`}},
 		{"go name collides with a type", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: y\n  - pattern: w\n    go_name: YLock\n", []string{
 			`f.yaml:7:14: domain "w": Go name "YLock" would declare the constructor YLock, which the domain at line 5 ("y") already declares as its type YLock; set go_name: to tell them apart`}},
 		{"package and prefix", "version: 1\npackage: my-locks\nprefix: \"\"\ndomains: [{pattern: a, ttl: 1s}]\n", []string{

@@ -15,6 +15,7 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 go vet ./...
+go run ./cmd/lockkit-vet ./...
 if [ -d gen ] && [ -f lockkit.yaml ] && [ -n "$(ls gen/*.go 2>/dev/null)" ]; then
   # Fails, naming the file, when committed generated code is stale.
   (cd examples/locks && go run github.com/lockkit/lockkit/gen -check -config ../../lockkit.yaml -out locks_gen.go)

@@ -216,7 +216,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	freeze := &exampleenv.Freeze{}
 	rdbA := env.NewRedis()
 	rdbA.AddHook(freeze)
-	a, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) { return env.NewClientOn(rdbA) })
+	a, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) { return env.NewClientOn(rdbA, shortTimeout) })
 	if err != nil {
 		return err
 	}
@@ -231,6 +231,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	la, lb, lc := locks.New(a), locks.New(b), locks.New(c)
 
 	start := time.Now()
+	//lockkit-vet:ignore a scenario step: on an error return the deferred client Close releases it
 	leaseA, err := la.Table("7").Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("replica-A: %w", err)
@@ -240,6 +241,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	fmt.Fprintf(w, "   %s replica-A  stalls (a long GC pause, a slow query): nothing it sends reaches Redis, renewals included\n", exampleenv.Stamp(time.Since(start)))
 
 	// B's request arrives meanwhile and waits for the lock.
+	//lockkit-vet:ignore a scenario step: on an error return the deferred client Close releases it
 	leaseB, err := lb.Table("7").Acquire(ctx)
 	if err != nil {
 		freeze.Resume()
@@ -265,7 +267,10 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	}
 	fmt.Fprintf(w, "   %s replica-A  release: ErrNotHeld (%v); nothing deleted\n", exampleenv.Stamp(time.Since(start)), relErr)
 
-	_, errC := lc.Table("7").TryAcquire(ctx)
+	leaseC, errC := lc.Table("7").TryAcquire(ctx)
+	if errC == nil {
+		defer leaseC.Release(ctx)
+	}
 	if !errors.Is(errC, lockkit.ErrNotAcquired) {
 		return fmt.Errorf("replica-C after A's late release: %v, want ErrNotAcquired (B still holds table 7)", errC)
 	}
@@ -295,7 +300,7 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 
 	// A crashed process logs nothing more, so neither does this replica.
 	d, err := withTableTTL(shortTTL, func() (*lockkit.Client, error) {
-		return env.NewClient(lockkit.WithLogger(discardLogger))
+		return env.NewClient(lockkit.WithLogger(discardLogger), shortTimeout)
 	})
 	if err != nil {
 		return err
@@ -307,6 +312,7 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 	eve := &replicaSvc{name: "replica-E", table: locks.New(e).Table, db: db}
 
 	start := time.Now()
+	//lockkit-vet:ignore the crash demo: replica-D dies holding the lease, which expires by its TTL
 	leaseD, err := locks.New(d).Table("3").Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("replica-D: %w", err)
@@ -349,6 +355,11 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 	fmt.Fprintln(w, "   clean up. The TTL bounds how long a crash blocks a table, which is why every lock has one.")
 	return nil
 }
+
+// shortTimeout is the command timeout of a client under the short TTL: a
+// lease's renewal must be answered before its deadline, and lockkit refuses
+// a policy that leaves it no room.
+var shortTimeout = lockkit.WithCommandTimeout(100 * time.Millisecond)
 
 // withTableTTL makes a client under LOCKKIT_TTL_TABLE=ttl, the environment
 // override that lockkit.New reads once, and puts the variable back.

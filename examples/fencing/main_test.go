@@ -41,8 +41,8 @@ func facts(t *testing.T, out string) (fenceA, fenceB int64) {
 }
 
 // The example against a real redis-server: the facts hold, B's fence is
-// exactly A's + 1 (no one else takes the lock), and a second run on the same
-// server issues higher fences and is fenced the same way.
+// above A's, and a second run on the same server issues higher fences and
+// is fenced the same way.
 func TestFenceExampleOnRedisServer(t *testing.T) {
 	t.Setenv("LOCKKIT_TTL_TABLE", "500ms")
 	r := testserver.StartRedis(t)
@@ -53,8 +53,8 @@ func TestFenceExampleOnRedisServer(t *testing.T) {
 			t.Fatalf("run %d: %v\n%s", i, err, out.String())
 		}
 		a, b := facts(t, out.String())
-		if b != a+1 {
-			t.Fatalf("run %d: B's fence %d, want A's + 1 = %d", i, b, a+1)
+		if b <= a {
+			t.Fatalf("run %d: B's fence %d, want above A's %d", i, b, a)
 		}
 		if a <= last {
 			t.Fatalf("run %d: A's fence %d, not above the previous run's %d", i, a, last)
@@ -78,7 +78,7 @@ func TestFenceExampleOnEmbeddedMiniredis(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	a, b := facts(t, out.String())
-	if b != a+1 {
-		t.Fatalf("B's fence %d, want %d", b, a+1)
+	if b <= a {
+		t.Fatalf("B's fence %d, want above A's %d", b, a)
 	}
 }

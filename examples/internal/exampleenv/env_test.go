@@ -77,8 +77,9 @@ func TestRuntimeScriptsOnMiniredis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lease2.Fence() != lease.Fence()+1 {
-		t.Errorf("fences %d then %d, want consecutive", lease.Fence(), lease2.Fence())
+	//lockkit-vet:ignore comparing fences of a released and a new lease is the point
+	if lease2.Fence() <= lease.Fence() {
+		t.Errorf("fences %d then %d, want strictly increasing", lease.Fence(), lease2.Fence())
 	}
 	rdb.Set(ctx, lease2.Key(), "another-owner", time.Minute)
 	if err := lease2.Release(ctx); !errors.Is(err, lockkit.ErrNotHeld) {
@@ -91,10 +92,12 @@ func TestRuntimeScriptsOnMiniredis(t *testing.T) {
 
 	// Keys expire as time passes (ClockTTL), not only on FastForward.
 	t.Setenv("LOCKKIT_TTL_JOB", "100ms")
-	short, err := env.NewClient()
+	// A 100ms lease needs a command timeout that leaves its renewals room.
+	short, err := env.NewClient(lockkit.WithCommandTimeout(50 * time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
+	//lockkit-vet:ignore a crashed holder: the lease is never released, by design
 	if _, err := locks.New(short).Job("j").TryAcquire(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +105,10 @@ func TestRuntimeScriptsOnMiniredis(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(150 * time.Millisecond)
-	if _, err := l.Job("j").TryAcquire(ctx); err != nil {
+	if lease3, err := l.Job("j").TryAcquire(ctx); err != nil {
 		t.Errorf("acquire after the crashed holder's 100ms TTL: %v", err)
+	} else if err := lease3.Release(ctx); err != nil {
+		t.Errorf("release: %v", err)
 	}
 
 	// FencedSet (string.find, string.byte, error replies).

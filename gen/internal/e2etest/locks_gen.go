@@ -3,6 +3,7 @@
 package e2etest
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,31 @@ func New(c *lockkit.Client) *Locks {
 		shadow:    c.Domain(shadowSpec),
 		singleton: c.Domain(singletonSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.counter.Err(),
+		l.multi.Err(),
+		l.fenced.Err(),
+		l.shadow.Err(),
+		l.singleton.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		counterSpec,
+		multiSpec,
+		fencedSpec,
+		shadowSpec,
+		singletonSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]
@@ -161,6 +187,11 @@ var fencedSpec = lockkit.DomainSpec{
 // Policy: ttl 5s (LOCKKIT_TTL_FENCED overrides it), renewed every ttl/3; a
 // single attempt; fencing on (Lease.Fence).
 type FencedLock struct{ lockkit.Lock }
+
+// LockkitFencing marks FencedLock as a lock of a fencing domain (lockkit.yaml:19), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (FencedLock) LockkitFencing() {}
 
 // Fenced returns the fenced lock on the key "e2e:{fenced:<id>}"
 // (lockkit.yaml:19). It does not touch Redis.

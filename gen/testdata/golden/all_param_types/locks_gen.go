@@ -3,6 +3,7 @@
 package keys
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -49,6 +50,43 @@ func New(c *lockkit.Client) *Locks {
 		bare:    c.Domain(bareSpec),
 		intDash: c.Domain(intDashSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.s.Err(),
+		l.s2.Err(),
+		l.i.Err(),
+		l.i32.Err(),
+		l.i64.Err(),
+		l.u.Err(),
+		l.u32.Err(),
+		l.u64.Err(),
+		l.pairEnd.Err(),
+		l.bare.Err(),
+		l.intDash.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		sSpec,
+		s2Spec,
+		iSpec,
+		i32Spec,
+		i64Spec,
+		uSpec,
+		u32Spec,
+		u64Spec,
+		pairEndSpec,
+		bareSpec,
+		intDashSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

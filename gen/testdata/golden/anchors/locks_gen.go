@@ -3,6 +3,7 @@
 package anchors
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,25 @@ func New(c *lockkit.Client) *Locks {
 		a: c.Domain(aSpec),
 		b: c.Domain(bSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.a.Err(),
+		l.b.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		aSpec,
+		bSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

@@ -3,6 +3,7 @@
 package names
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,31 @@ func New(c *lockkit.Client) *Locks {
 		id:         c.Domain(idSpec),
 		lock:       c.Domain(lockSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.httpRoute.Err(),
+		l.httpRoute_.Err(),
+		l.go_.Err(),
+		l.id.Err(),
+		l.lock.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		httpRouteSpec,
+		httpRouteSpec_,
+		goSpec,
+		idSpec,
+		lockSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

@@ -3,6 +3,7 @@
 package locks
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,23 @@ func New(c *lockkit.Client) *Locks {
 	return &Locks{
 		maintenance: c.Domain(maintenanceSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.maintenance.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		maintenanceSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

@@ -3,6 +3,7 @@
 package fromflag
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,23 @@ func New(c *lockkit.Client) *Locks {
 	return &Locks{
 		a: c.Domain(aSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.a.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		aSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

@@ -3,6 +3,7 @@
 package policies
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,33 @@ func New(c *lockkit.Client) *Locks {
 		long:         c.Domain(longSpec),
 		fine:         c.Domain(fineSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.inherited.Err(),
+		l.overrideSome.Err(),
+		l.single.Err(),
+		l.neverRenewed.Err(),
+		l.long.Err(),
+		l.fine.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		inheritedSpec,
+		overrideSomeSpec,
+		singleSpec,
+		neverRenewedSpec,
+		longSpec,
+		fineSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]
@@ -81,6 +109,11 @@ var inheritedSpec = lockkit.DomainSpec{
 // to 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
 // fencing on (Lease.Fence).
 type InheritedLock struct{ lockkit.Lock }
+
+// LockkitFencing marks InheritedLock as a lock of a fencing domain (lockkit.yaml:10), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (InheritedLock) LockkitFencing() {}
 
 // Inherited returns the inherited lock on the key "lock:{inherited}"
 // (lockkit.yaml:10). It does not touch Redis.
@@ -126,6 +159,11 @@ var overrideSomeSpec = lockkit.DomainSpec{
 // up to 10 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter
 // 0.25), for at most 30s; fencing on (Lease.Fence).
 type OverrideSomeLock struct{ lockkit.Lock }
+
+// LockkitFencing marks OverrideSomeLock as a lock of a fencing domain (lockkit.yaml:11), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (OverrideSomeLock) LockkitFencing() {}
 
 // OverrideSome returns the override_some lock on the key
 // "lock:{override_some}" (lockkit.yaml:11). It does not touch Redis.
@@ -206,6 +244,11 @@ var neverRenewedSpec = lockkit.DomainSpec{
 // fencing on (Lease.Fence).
 type NeverRenewedLock struct{ lockkit.Lock }
 
+// LockkitFencing marks NeverRenewedLock as a lock of a fencing domain (lockkit.yaml:16), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (NeverRenewedLock) LockkitFencing() {}
+
 // NeverRenewed returns the never_renewed lock on the key
 // "lock:{never_renewed}" (lockkit.yaml:16). It does not touch Redis.
 func (l *Locks) NeverRenewed() NeverRenewedLock {
@@ -250,6 +293,11 @@ var longSpec = lockkit.DomainSpec{
 // on (Lease.Fence).
 type LongLock struct{ lockkit.Lock }
 
+// LockkitFencing marks LongLock as a lock of a fencing domain (lockkit.yaml:19), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (LongLock) LockkitFencing() {}
+
 // Long returns the long lock on the key "lock:{long}" (lockkit.yaml:19). It
 // does not touch Redis.
 func (l *Locks) Long() LongLock {
@@ -293,6 +341,11 @@ var fineSpec = lockkit.DomainSpec{
 // 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
 // fencing on (Lease.Fence).
 type FineLock struct{ lockkit.Lock }
+
+// LockkitFencing marks FineLock as a lock of a fencing domain (lockkit.yaml:23), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (FineLock) LockkitFencing() {}
 
 // Fine returns the fine lock on the key "lock:{fine}" (lockkit.yaml:23). It
 // does not touch Redis.

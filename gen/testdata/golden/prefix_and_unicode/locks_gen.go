@@ -3,6 +3,7 @@
 package uni
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,27 @@ func New(c *lockkit.Client) *Locks {
 		naive:   c.Domain(naiveSpec),
 		percent: c.Domain(percentSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.cafe.Err(),
+		l.naive.Err(),
+		l.percent.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		cafeSpec,
+		naiveSpec,
+		percentSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

@@ -3,6 +3,7 @@
 package replicas
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +38,31 @@ func New(c *lockkit.Client) *Locks {
 		cache:   c.Domain(cacheSpec),
 		slow:    c.Domain(slowSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.order.Err(),
+		l.payment.Err(),
+		l.quick.Err(),
+		l.cache.Err(),
+		l.slow.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		orderSpec,
+		paymentSpec,
+		quickSpec,
+		cacheSpec,
+		slowSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]
@@ -108,6 +134,11 @@ var paymentSpec = lockkit.DomainSpec{
 // single attempt; fencing on (Lease.Fence); waits for 2 replicas (WAIT, up to
 // 250ms).
 type PaymentLock struct{ lockkit.Lock }
+
+// LockkitFencing marks PaymentLock as a lock of a fencing domain (lockkit.yaml:10), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (PaymentLock) LockkitFencing() {}
 
 // Payment returns the payment lock on the key "lock:{payment:<id>}"
 // (lockkit.yaml:10). It does not touch Redis.

@@ -3,6 +3,7 @@
 package locks
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,29 @@ func New(c *lockkit.Client) *Locks {
 		cron:       c.Domain(cronSpec),
 		job:        c.Domain(jobSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.table.Err(),
+		l.userDigest.Err(),
+		l.cron.Err(),
+		l.job.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		tableSpec,
+		userDigestSpec,
+		cronSpec,
+		jobSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]
@@ -79,6 +103,11 @@ var tableSpec = lockkit.DomainSpec{
 // 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5), for at
 // most 5s; fencing on (Lease.Fence).
 type TableLock struct{ lockkit.Lock }
+
+// LockkitFencing marks TableLock as a lock of a fencing domain (lockkit.yaml:8), for
+// lockkit-vet, which reports a Do whose fn never reads lease.Fence(). It does
+// nothing.
+func (TableLock) LockkitFencing() {}
 
 // Table returns the table lock on the key "lock:{table:<id>}"
 // (lockkit.yaml:8). It does not touch Redis.

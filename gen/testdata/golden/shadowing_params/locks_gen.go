@@ -3,6 +3,7 @@
 package shadow
 
 import (
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,29 @@ func New(c *lockkit.Client) *Locks {
 		c: c.Domain(cSpec),
 		d: c.Domain(dSpec),
 	}
+}
+
+// Err reports the domains of lockkit.yaml that the client refused, joined,
+// or nil: a policy that an environment override made unworkable, say. Every
+// lock of such a domain returns the same error. Check it once at start.
+func (l *Locks) Err() error {
+	return errors.Join(
+		l.a.Err(),
+		l.b.Err(),
+		l.c.Err(),
+		l.d.Err(),
+	)
+}
+
+// init declares the domains, so that lockkit.New can tell a LOCKKIT_TTL_*
+// variable that names one of them from a mistyped one.
+func init() {
+	lockkit.RegisterDomains(
+		aSpec,
+		bSpec,
+		cSpec,
+		dSpec,
+	)
 }
 
 var defaultLocks atomic.Pointer[Locks]

@@ -1,0 +1,108 @@
+-- FIFO acquire: take the lock if it is free and this waiter is at the head of
+-- the queue (or the queue is empty); otherwise join the queue, or refresh this
+-- waiter's place in it. One script, so the uncontended path is one round trip
+-- and a waiter joins the queue in the same step as its first failed attempt.
+--
+-- KEYS[1]  lock key: its value is the lease token, exactly (release and
+--          extend compare it)
+-- KEYS[2]  queue: ZSET token -> join order (server µs, strictly increasing)
+-- KEYS[3]  deadlines: ZSET token -> server ms after which the waiter is dead
+-- KEYS[4]  previous holder: the trace context the last releaser left
+-- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing',
+--          what a release needs to hand the lock over and tell the waiter
+-- KEYS[6]  fence counter (only when fencing)
+-- ARGV[1]  token
+-- ARGV[2]  lock TTL, ms
+-- ARGV[3]  waiter TTL, ms: how long a waiter stays queued without calling again
+-- ARGV[4]  this waiter's wake-up channel, or '' (timer only: no handover)
+-- ARGV[5]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
+--
+-- Returns {1, fence, previous, lock PTTL} when granted by this call, {2, ...}
+-- the same when the lock already held this token (a release handed it over,
+-- or a retry after a lost reply) (fence 0 without fencing; previous
+-- is nil unless the grant came from the queue and the releaser left a trace
+-- context), or {0, lock PTTL, position, join order} when queued (position 1
+-- is the head; the join order is the token's score in the queue). All times
+-- come from the server's clock (TIME).
+
+local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, wttl = ARGV[1], tonumber(ARGV[3])
+
+local owner = redis.call('GET', lock)
+if owner == token then
+  -- A release handed the lock to this token (its push may have been lost),
+  -- or this is a retry of a grant whose reply was lost. No other grant can
+  -- have followed while the token holds the lock, so the counter is its fence.
+  local fence = 0
+  if #KEYS >= 6 then
+    fence = tonumber(redis.call('GET', KEYS[6]) or '0')
+  end
+  return {2, fence, redis.call('GET', prevkey), redis.call('PTTL', lock)}
+end
+
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- Prune waiters that stopped calling: dead, or gone without leaving.
+local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
+if #dead > 0 then
+  redis.call('ZREM', queue, unpack(dead))
+  redis.call('ZREM', deadlines, unpack(dead))
+  redis.call('HDEL', waiters, unpack(dead))
+end
+
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if not owner then
+  if head == nil or head == token then
+    redis.call('SET', lock, token, 'PX', ARGV[2])
+    local prev = false
+    if head then
+      redis.call('ZREM', queue, token)
+      redis.call('ZREM', deadlines, token)
+      redis.call('HDEL', waiters, token)
+      prev = redis.call('GET', prevkey)
+    end
+    local fence = 0
+    if #KEYS >= 6 then
+      -- fence = max(counter + 1, server TIME in µs), stored back: strictly
+      -- increasing per key, even after the counter was lost.
+      fence = redis.call('INCR', KEYS[6])
+      local us = t[1] .. string.format('%06d', tonumber(t[2]))
+      if tonumber(us) > fence then
+        redis.call('SET', KEYS[6], us)
+        fence = tonumber(us)
+      end
+    end
+    return {1, fence, prev, tonumber(ARGV[2])}
+  end
+  if #dead > 0 then
+    -- The lock is free and pruning may have made a new head that no release
+    -- told: tell it now (a plain wake-up; it takes the lock itself).
+    local w = redis.call('HGET', waiters, head)
+    local ch = w and string.match(w, '^([^|]*)|')
+    if ch and ch ~= '' then
+      redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ch, head)
+    end
+  end
+end
+
+local joined = redis.call('ZSCORE', queue, token)
+if not joined then
+  local seq = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) >= seq then
+    seq = tonumber(last[2]) + 1
+  end
+  joined = string.format('%.0f', seq)
+  redis.call('ZADD', queue, joined, token)
+  redis.call('HSET', waiters, token, ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. (#KEYS >= 6 and '1' or '0'))
+end
+redis.call('ZADD', deadlines, now_ms + wttl, token)
+-- The queue's keys live as long as their longest-lived waiter could, and
+-- no longer: a queue nobody calls on again disappears by itself.
+for _, k in ipairs({queue, deadlines, waiters}) do
+  if redis.call('PTTL', k) < wttl then
+    redis.call('PEXPIRE', k, wttl)
+  end
+end
+return {0, redis.call('PTTL', lock), redis.call('ZRANK', queue, token) + 1, joined}

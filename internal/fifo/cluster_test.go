@@ -1,0 +1,156 @@
+package fifo
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/testserver"
+)
+
+// crc16 is Redis Cluster's key hash (CRC-16/XMODEM).
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// keyPerSlot returns one lock key for each of the 16384 slots.
+func keyPerSlot() []string {
+	keys := make([]string, 16384)
+	left := len(keys)
+	for i := 0; left > 0; i++ {
+		tag := strconv.Itoa(i)
+		if slot := crc16(tag) % 16384; keys[slot] == "" {
+			keys[slot] = "lock:slot{" + tag + "}"
+			left--
+		}
+	}
+	return keys
+}
+
+// TestClusterLocksOnAllSlots: on a 3-master Cluster, a lock in every slot is
+// taken and given back (queue keys, fence counter and SPUBLISH all in the
+// lock's slot: a script that touched another slot would fail); on keys
+// spread over every master, a queued waiter is woken by a sharded push
+// through its client's Notifier (SSUBSCRIBE to the slot's master).
+func TestClusterLocksOnAllSlots(t *testing.T) {
+	testserver.RequireRedis(t)
+	testserver.RequireRedisCLI(t)
+	cl := testserver.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	ctx := tctx(t, 120*time.Second)
+
+	if _, err := acq(ctx, rdb, "lock:untagged", newToken(), time.Second, false, time.Second, ""); err == nil {
+		t.Fatal("a key without a hash tag was accepted on a Cluster")
+	}
+
+	keys := keyPerSlot()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	errs := make(chan error, 16)
+	next := atomic.Int64{}
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(keys) || failed.Load() > 0 {
+					return
+				}
+				k, a, b := keys[i], newToken(), newToken()
+				r, err := acq(ctx, rdb, k, a, 5*time.Second, true, 5*time.Second, "")
+				if err == nil && !r.Granted {
+					err = fmt.Errorf("not granted: %+v", r)
+				}
+				var q Result
+				if err == nil {
+					q, err = acq(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second, "")
+					if err == nil && q.Position != 1 {
+						err = fmt.Errorf("second contender: %+v", q)
+					}
+				}
+				var held bool
+				if err == nil {
+					held, err = Release(ctx, rdb, k, a, "tp")
+					if err == nil && !held {
+						err = fmt.Errorf("release not held")
+					}
+				}
+				if err == nil {
+					q, err = acq(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second, "")
+					if err == nil && (!q.Granted || q.Fence <= r.Fence || q.Previous != "tp") {
+						err = fmt.Errorf("head after release: %+v (first fence %d)", q, r.Fence)
+					}
+				}
+				if err == nil {
+					_, err = Release(ctx, rdb, k, b, "")
+				}
+				if err != nil {
+					failed.Add(1)
+					errs <- fmt.Errorf("slot %d (%s): %w", i, k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	// Push wake-ups: 8 keys on each master.
+	n := NewNotifier(rdb, NotifierOptions{})
+	t.Cleanup(func() { _ = n.Close() })
+	perNode := map[string]int{}
+	for slot := 0; slot < len(keys); slot += 97 {
+		k := keys[slot]
+		m, err := rdb.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := m.Options().Addr
+		if perNode[addr] >= 8 {
+			continue
+		}
+		perNode[addr]++
+		holder, waiter := newToken(), newToken()
+		if r, _ := acq(ctx, rdb, k, holder, 5*time.Second, false, 5*time.Second, ""); !r.Granted {
+			t.Fatalf("%s: holder not granted", k)
+		}
+		if r, _ := acq(ctx, rdb, k, waiter, 5*time.Second, false, 5*time.Second, n.Channel(k)); r.Position != 1 {
+			t.Fatalf("%s: waiter at %d", k, r.Position)
+		}
+		w := n.Subscribe(k, waiter)
+		waitFor(t, "the shard subscription of "+k, func() bool {
+			v, _ := m.Do(ctx, "PUBSUB", "SHARDNUMSUB", n.Channel(k)).Slice()
+			return len(v) == 2 && v[1] == int64(1)
+		})
+		if held, _ := Release(ctx, rdb, k, holder, ""); !held {
+			t.Fatalf("%s: release", k)
+		}
+		waitPush(t, ctx, w)
+		if r, _ := acq(ctx, rdb, k, waiter, 5*time.Second, false, 5*time.Second, ""); !r.Granted {
+			t.Fatalf("%s: woken waiter not granted", k)
+		}
+		w.Close()
+		_, _ = Release(ctx, rdb, k, waiter, "")
+	}
+	if len(perNode) != 3 {
+		t.Fatalf("keys on %d masters, want 3", len(perNode))
+	}
+}

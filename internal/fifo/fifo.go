@@ -1,0 +1,279 @@
+// Package fifo is the Redis side of fair waiting: a FIFO queue of waiters per
+// lock key, kept in Redis and maintained by Lua scripts on the server's
+// clock, and push wake-up of the waiter at the head of the queue over
+// Pub/Sub (SPUBLISH on a Cluster, PUBLISH otherwise), with a timer fallback.
+//
+// # Keys
+//
+// A lock key is prefix{suffix}: the braces are the Cluster hash tag. Every
+// key and channel the package derives from it appends to it, so all share
+// the lock's hash slot:
+//
+//	key          the lock: its value is the lease token, exactly
+//	key:fence    the fence counter (fencing domains only)
+//	key:q        the queue, a ZSET token -> join order (server µs, strictly increasing)
+//	key:qd       the waiters' deadlines, a ZSET token -> server ms
+//	key:qp       the trace context the last releaser left for the next holder
+//	key:qc       the waiters: HASH token -> channel|TTL|waiter TTL|fencing
+//	key:w:<id>   the wake-up channel of the Notifier (one per go-redis client)
+//	             whose id it is; a message's payload is the token it wakes
+//
+// # The protocol
+//
+// A contender calls [Acquire] with its token and its Notifier's channel for
+// the key ([Notifier.Channel]). The lock is granted when it is free and the
+// token is at the head of the queue, or the queue is empty; otherwise the
+// token joins the tail of the queue (or keeps its place) in the same
+// script, and its deadline is set to the server's now + WaiterTTL. Only the
+// head may take a free lock, so a newcomer never overtakes a waiter, and a
+// releaser that comes straight back queues at the tail.
+//
+// While queued, the contender subscribes through its client's [Notifier]
+// and waits with [Waiter.Wait], for a push or for [Result.Fallback], then
+// calls Acquire again. Every call refreshes its deadline: a waiter must call
+// at least once per WaiterTTL (Fallback sees to it) or it is taken for dead
+// and pruned; a live waiter pruned that way (paused for longer than
+// WaiterTTL) rejoins at the tail on its next call, it never hangs.
+//
+// [Release] deletes the lock if it holds the token and hands it over to the
+// token now at the head, in the same script: the lock is set to the head's
+// token (for min(its TTL, its WaiterTTL)), its fence issued, and the grant
+// published on the channel of that token's client, so one release wakes
+// one waiter in one process and the waiter starts without a round trip
+// ([Waiter.Granted]). A head whose push is lost finds the grant on its next
+// Acquire. [Leave] takes a token out of the queue (a cancelled ctx, MaxWait,
+// out of attempts) and, when the lock is free, hands it to the next head.
+//
+// A grant by handover starts before the waiter hears of it (Result.Earlier,
+// from the push or from a later Acquire): the Client must count the lease
+// from the send of the waiter's last Acquire before the handover (always
+// earlier than it), and extend it at once to its full TTL (Result.LockTTL
+// is what the handover gave).
+//
+// # What a dead waiter costs
+//
+// A waiter that dies (or stops calling without leaving) stays queued until
+// its deadline, WaiterTTL after its last call, and is pruned by the first
+// script to run after that. If a release hands the lock to it before then,
+// the lock stays with the dead token for min(TTL, WaiterTTL), the
+// handover's PX; the next waiter, now the head, caps its Fallback F by the
+// lock's PTTL and takes it then. Either way a dead waiter stalls the lock
+// for at most min(TTL, WaiterTTL) + F after the release (WaiterTTL + F
+// after its last call at worst); TestKilledWaiterDelaysByTheBound checks
+// it. Waiters that die together expire together: their stalls overlap
+// rather than add, unlike deadlines chained one after another. A dead
+// holder is the lock TTL's business, as without a queue: the head's
+// Fallback is capped by the lock's remaining TTL.
+//
+// # Failover and data loss
+//
+// A failover to a replica that missed the last writes, a restart without
+// persistence or a FLUSHALL may lose the queue. Waiting is then unfair for
+// a while: each waiter rejoins at the tail on its next call (at most one
+// fallback later), in the order those calls arrive. Mutual exclusion is the
+// lock key's and is unaffected: the grant is a SET on a free key, release
+// compares the token exactly, and fences stay strictly increasing
+// (max(counter + 1, server µs)).
+//
+// # Not for Redlock
+//
+// The queue lives on one deployment. Over N independent nodes there is no
+// single order to be first in: N queues can disagree, and a waiter at the
+// head of a majority need not exist. Redlock domains keep polling.
+package fifo
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc    string
+	acquireScript = redis.NewScript(acquireSrc)
+
+	//go:embed release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
+)
+
+// Suffixes of the keys and the channel derived from a lock key (see the
+// package doc). The fence suffix is the runtime's.
+const (
+	FenceSuffix     = ":fence"
+	QueueSuffix     = ":q"
+	DeadlinesSuffix = ":qd"
+	PreviousSuffix  = ":qp"
+	WaitersSuffix   = ":qc"
+	ChannelSuffix   = ":w:" // + the Notifier's id
+)
+
+// Request is one Acquire.
+type Request struct {
+	Key   string // the lock key, prefix{suffix}
+	Token string // this acquisition's owner id
+	// TTL is the lock's TTL, WaiterTTL how long the token stays queued
+	// without calling Acquire again; whole milliseconds, at least 1ms.
+	TTL, WaiterTTL time.Duration
+	// Fencing issues a fence with the grant, in the same script.
+	Fencing bool
+	// Wake is the channel to publish on when the lock is handed over to
+	// this token: its Notifier's Channel(Key). "" means no handover: the
+	// token waits by its timer alone and takes the lock itself.
+	Wake string
+}
+
+// Result is the outcome of one Acquire.
+type Result struct {
+	// Granted reports that the lock is now held for the token.
+	Granted bool
+	// Fence is the fencing number issued with the grant (0 without fencing).
+	Fence int64
+	// Previous is, on a grant from the queue, the trace context the
+	// previous holder passed to Release ("" when none).
+	Previous string
+	// Earlier reports a grant that happened before this call: a release
+	// handed the lock over to the token (its push lost or not yet read),
+	// or an earlier call's reply was lost. Count the lease from the send
+	// of the token's previous Acquire, not this one.
+	Earlier bool
+
+	// Position is the token's place in the queue when not granted: 1 is the
+	// head, the next to be granted.
+	Position int
+	// LockTTL is the lock's remaining TTL: when not granted, 0 when the
+	// lock is free (another waiter is at the head), -1 when it has no TTL;
+	// when granted, the TTL the lock has, less than Request.TTL after a
+	// handover (extend at once).
+	LockTTL time.Duration
+	// Joined is the token's join order as the server recorded it (its
+	// score in the queue: server µs at joining, strictly increasing).
+	Joined int64
+
+	waiterTTL time.Duration
+}
+
+// Fallback is how long a queued waiter should wait for a push before it
+// calls Acquire again anyway: max, shortened to the lock's remaining TTL for
+// the head (a holder that died releases nothing and publishes nothing) and to
+// a third of the waiter TTL (so that a live waiter's deadline is refreshed
+// well before it passes, even if one call is slow).
+func (r Result) Fallback(max time.Duration) time.Duration {
+	d := max
+	if lim := r.waiterTTL / 3; lim > 0 && lim < d {
+		d = lim
+	}
+	if r.Position == 1 && r.LockTTL > 0 && r.LockTTL+time.Millisecond < d {
+		d = r.LockTTL + time.Millisecond
+	}
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	return d
+}
+
+// Sharded reports whether wake-ups on rdb go by sharded Pub/Sub (SPUBLISH,
+// SSUBSCRIBE): true for a *redis.ClusterClient, which needs Redis 7.
+func Sharded(rdb any) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// ErrReply is a script reply of an unexpected shape.
+var ErrReply = errors.New("fifo: unexpected script reply")
+
+// Acquire takes req.Key for req.Token if the lock is free and the token is
+// at the head of the key's queue (or the queue is empty); otherwise it puts
+// the token in the queue, or refreshes its deadline there, in the same
+// script, one round trip. rdb is any go-redis client; on a
+// *redis.ClusterClient wake-ups are published with SPUBLISH, and the key
+// must have a hash tag.
+//
+// After an error the token may or may not hold the lock and may or may not
+// be queued: call Leave (or Release), which undoes both.
+func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, error) {
+	key, waiterTTL := req.Key, req.WaiterTTL
+	if req.TTL < time.Millisecond || waiterTTL < time.Millisecond {
+		return Result{}, fmt.Errorf("fifo: TTL %v and WaiterTTL %v must be at least 1ms", req.TTL, waiterTTL)
+	}
+	sharded := Sharded(rdb)
+	if sharded && hashTag(key) == key {
+		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
+	}
+	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix}
+	if req.Fencing {
+		keys = append(keys, key+FenceSuffix)
+	}
+	v, err := acquireScript.Run(ctx, rdb, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
+		req.Wake, flag(sharded)).Slice()
+	if err != nil {
+		return Result{}, err
+	}
+	r := Result{waiterTTL: waiterTTL}
+	if len(v) != 4 {
+		return r, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	a, ok1 := v[0].(int64)
+	b, ok2 := v[1].(int64)
+	if !ok1 || !ok2 {
+		return r, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	if a == 1 || a == 2 {
+		r.Granted, r.Fence, r.Earlier = true, b, a == 2
+		r.Previous, _ = v[2].(string)
+		if ms, ok := v[3].(int64); ok && ms > 0 {
+			r.LockTTL = time.Duration(ms) * time.Millisecond
+		}
+		return r, nil
+	}
+	pos, ok := v[2].(int64)
+	if !ok {
+		return r, fmt.Errorf("%w: %v", ErrReply, v)
+	}
+	r.Position = int(pos)
+	if s, ok := v[3].(string); ok {
+		r.Joined, _ = strconv.ParseInt(s, 10, 64)
+	}
+	switch {
+	case b >= 0:
+		r.LockTTL = time.Duration(b) * time.Millisecond
+	case b == -1:
+		r.LockTTL = -1
+	}
+	return r, nil
+}
+
+// Release deletes key if it holds token (held reports whether it did; a
+// lock that holds another token is left alone), takes token out of the
+// queue, and, when the lock is free, hands it over to the waiter at the
+// head and publishes the grant on its client's channel.
+// prev, when not "", is the releaser's trace context, left for the next
+// holder (Result.Previous) for as long as the queue lives.
+func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
+	n, err := releaseScript.Run(ctx, rdb,
+		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, key + FenceSuffix},
+		token, flag(Sharded(rdb)), prev).Int64()
+	return n == 1, err
+}
+
+// Leave takes token out of key's queue and, when the lock is free, hands it
+// over to the waiter now at the head. It is Release without a trace context: if
+// the lock holds token (a grant whose reply was lost), it is released too,
+// since a token that leaves has given up on its acquisition.
+func Leave(ctx context.Context, rdb redis.Scripter, key, token string) error {
+	_, err := Release(ctx, rdb, key, token, "")
+	return err
+}

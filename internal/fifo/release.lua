@@ -1,0 +1,92 @@
+-- FIFO release (and leave): give the lock back if it still holds this token,
+-- take the token out of the queue, and, when the lock is now free, hand it
+-- to the waiter at the head of the queue and tell that waiter.
+--
+-- KEYS[1]  lock key
+-- KEYS[2]  queue: ZSET token -> join order
+-- KEYS[3]  deadlines: ZSET token -> server ms
+-- KEYS[4]  previous holder: where the releaser's trace context is left for
+--          the next holder
+-- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing'
+-- KEYS[6]  fence counter
+-- ARGV[1]  token
+-- ARGV[2]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
+-- ARGV[3]  the releaser's trace context, or ''
+--
+-- The handover: the head (alive by its deadline, with a wake-up channel)
+-- gets the lock in this script, for min(its lock TTL, its waiter TTL), with
+-- its fence when it asked for one, and is published
+-- 'token fence px previous' on its channel, so it starts without another
+-- round trip. A head that died after its last call holds the lock at most
+-- that long. A waiter without a channel is only told nothing: it takes the
+-- lock itself on its timer.
+--
+-- Returns 1 when the lock held the token and was deleted, else 0. The owner
+-- check is exact: a lock that holds another token is never deleted.
+
+local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token = ARGV[1]
+
+local held = 0
+if redis.call('GET', lock) == token then
+  redis.call('DEL', lock)
+  held = 1
+end
+if redis.call('ZCARD', queue) == 0 then
+  return held
+end
+redis.call('ZREM', queue, token)
+redis.call('ZREM', deadlines, token)
+redis.call('HDEL', waiters, token)
+if held == 0 and redis.call('EXISTS', lock) == 1 then
+  -- Someone else holds the lock; its release tells the next waiter.
+  return 0
+end
+
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
+if #dead > 0 then
+  redis.call('ZREM', queue, unpack(dead))
+  redis.call('ZREM', deadlines, unpack(dead))
+  redis.call('HDEL', waiters, unpack(dead))
+end
+local head = redis.call('ZRANGE', queue, 0, 0)[1]
+if not head then
+  return held
+end
+local prev = ''
+if held == 1 and ARGV[3] ~= '' then
+  prev = ARGV[3]
+  local qttl = redis.call('PTTL', queue)
+  if qttl > 0 then
+    redis.call('SET', prevkey, prev, 'PX', qttl)
+  end
+else
+  prev = redis.call('GET', prevkey) or ''
+end
+local w = redis.call('HGET', waiters, head)
+if not w then
+  return held
+end
+local ch, ttl, wttl, fencing = string.match(w, '^([^|]*)|(%d+)|(%d+)|(%d)$')
+if not ch or ch == '' then
+  return held
+end
+local px = math.min(tonumber(ttl), tonumber(wttl))
+redis.call('SET', lock, head, 'PX', px)
+redis.call('ZREM', queue, head)
+redis.call('ZREM', deadlines, head)
+redis.call('HDEL', waiters, head)
+local fence = 0
+if fencing == '1' then
+  fence = redis.call('INCR', KEYS[6])
+  local us = t[1] .. string.format('%06d', tonumber(t[2]))
+  if tonumber(us) > fence then
+    redis.call('SET', KEYS[6], us)
+    fence = tonumber(us)
+  end
+end
+redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch,
+  head .. ' ' .. string.format('%.0f', fence) .. ' ' .. px .. ' ' .. prev)
+return held

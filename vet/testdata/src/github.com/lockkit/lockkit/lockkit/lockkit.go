@@ -1,0 +1,43 @@
+// Package lockkit is a stub of github.com/lockkit/lockkit/lockkit for the
+// analyzer's tests: the names and signatures the analyzer matches.
+// TestStubMatchesRuntime checks each of them against the real package.
+package lockkit
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+var (
+	ErrNotAcquired = errors.New("lockkit: not acquired")
+	ErrLockLost    = errors.New("lockkit: lock lost")
+	ErrNotHeld     = errors.New("lockkit: not held")
+)
+
+type Lock struct{ key string }
+
+func (l Lock) Key() string { return l.key }
+
+func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return nil
+}
+
+func (l Lock) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return nil
+}
+
+func (l Lock) Acquire(ctx context.Context) (*Lease, error) { return nil, nil }
+
+func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) { return nil, nil }
+
+type Lease struct{ fence int64 }
+
+func (l *Lease) Key() string                       { return "" }
+func (l *Lease) Token() string                     { return "" }
+func (l *Lease) Fence() int64                      { return l.fence }
+func (l *Lease) Deadline() time.Time               { return time.Time{} }
+func (l *Lease) Done() <-chan struct{}             { return nil }
+func (l *Lease) Err() error                        { return nil }
+func (l *Lease) Extend(ctx context.Context) error  { return nil }
+func (l *Lease) Release(ctx context.Context) error { return nil }
