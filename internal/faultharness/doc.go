@@ -1,0 +1,25 @@
+// Package faultharness is lockkit's system-level fault harness: workers in
+// separate OS processes (./worker) take a fenced lock and write to two fenced
+// resources (a Redis FencedSet on its own redis-server, a FencedTable on
+// PostgreSQL) while the test injects faults: holders paused past their TTL,
+// holders killed mid-section, the lock server paused, killed and restarted
+// empty, and a Sentinel failover to a replica that missed writes.
+//
+// The checker reads the servers' own records, not the workers' claims:
+//
+//   - the lock server's append-only files (every primary's, across
+//     data-losing restarts and failovers), where each grant is one
+//     MULTI/EXEC holding the lock's SET with the lease token and the fence
+//     counter's update: which fence went to which lease;
+//   - the Redis resource's append-only file, where each accepted FencedSet
+//     is the HSET the script did, in the order the server applied them;
+//   - the PostgreSQL resource's log table, appended by a trigger in the same
+//     transaction as each accepted update.
+//
+// The workers' histories (JSON lines) are checked against those records,
+// and with porcupine as a fenced register for linearizability.
+//
+// The package's non-test code is the record formats and the checker, shared
+// by the worker and the test; docs/reliability.md has the figures and the
+// commands.
+package faultharness

@@ -1,0 +1,226 @@
+package faultharness
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildWorker builds ./worker into a temp dir, with the race detector when
+// this test binary has it.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to build the worker: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "worker")
+	args := []string{"build", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/lockkit/lockkit/internal/faultharness/worker")
+	cmd := exec.Command(goBin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+	return out
+}
+
+// workerProc is one incarnation of a worker process.
+type workerProc struct {
+	id, inc  int
+	cmd      *exec.Cmd
+	pid      int
+	hist     string
+	errPath  string
+	done     chan struct{}
+	err      error // cmd.Wait's; read after done
+	killed   bool  // by the test, on purpose
+	exitedBy string
+}
+
+func startWorker(t *testing.T, bin, dir string, id, inc int, flags []string) *workerProc {
+	t.Helper()
+	w := &workerProc{
+		id: id, inc: inc,
+		hist:    filepath.Join(dir, fmt.Sprintf("history-w%d.%d.jsonl", id, inc)),
+		errPath: filepath.Join(dir, fmt.Sprintf("stderr-w%d.%d.log", id, inc)),
+		done:    make(chan struct{}),
+	}
+	ef, err := os.Create(w.errPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	args := append([]string{"-id", fmt.Sprint(id), "-inc", fmt.Sprint(inc), "-history", w.hist}, flags...)
+	w.cmd = exec.Command(bin, args...)
+	w.cmd.Stdout, w.cmd.Stderr = ef, ef
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatalf("start worker %d: %v", id, err)
+	}
+	w.pid = w.cmd.Process.Pid
+	go func() { w.err = w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() { w.kill() })
+	return w
+}
+
+func (w *workerProc) exited() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *workerProc) signal(sig syscall.Signal) error {
+	if w.exited() {
+		return errors.New("exited")
+	}
+	return syscall.Kill(w.pid, sig)
+}
+
+// kill SIGCONTs and SIGKILLs the worker by its PID, and reaps it.
+func (w *workerProc) kill() {
+	if w.exited() {
+		return
+	}
+	_ = syscall.Kill(w.pid, syscall.SIGCONT)
+	_ = syscall.Kill(w.pid, syscall.SIGKILL)
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// stopped reports whether the process is in the stopped state (T).
+func (w *workerProc) stopped() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", w.pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
+}
+
+// terminate sends SIGTERM and waits up to d for a clean exit.
+func (w *workerProc) terminate(d time.Duration) error {
+	if w.exited() {
+		return fmt.Errorf("had already exited: %v", w.err)
+	}
+	_ = syscall.Kill(w.pid, syscall.SIGCONT)
+	if err := syscall.Kill(w.pid, syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-time.After(d):
+		w.kill()
+		return fmt.Errorf("did not exit within %v of SIGTERM (a hang); killed", d)
+	}
+}
+
+// stderrProblems returns what the worker's stderr says that must never be
+// there: a panic, a data race, a fatal runtime error.
+func (w *workerProc) stderrProblems() string {
+	b, _ := os.ReadFile(w.errPath)
+	for _, bad := range []string{"panic:", "DATA RACE", "fatal error:"} {
+		if i := bytes.Index(b, []byte(bad)); i >= 0 {
+			end := min(len(b), i+2000)
+			return string(b[i:end])
+		}
+	}
+	return ""
+}
+
+// tailer follows the workers' history files as they grow.
+type tailer struct {
+	mu      sync.Mutex
+	offs    map[string]int64
+	partial map[string][]byte
+	holders map[string]*workerProc // lease token -> worker
+	fences  map[string]int64
+	grantTs []int64
+	selfs   map[*workerProc]Event // last selfstop per worker
+	lastEv  map[*workerProc]int64
+}
+
+func newTailer() *tailer {
+	return &tailer{offs: map[string]int64{}, partial: map[string][]byte{}, holders: map[string]*workerProc{}, fences: map[string]int64{}, selfs: map[*workerProc]Event{}, lastEv: map[*workerProc]int64{}}
+}
+
+// poll reads what the files gained since the last poll.
+func (tl *tailer) poll(ws []*workerProc) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, w := range ws {
+		f, err := os.Open(w.hist)
+		if err != nil {
+			continue
+		}
+		if _, err := f.Seek(tl.offs[w.hist], io.SeekStart); err == nil {
+			b, _ := io.ReadAll(f)
+			tl.offs[w.hist] += int64(len(b))
+			buf := append(tl.partial[w.hist], b...)
+			for {
+				i := bytes.IndexByte(buf, '\n')
+				if i < 0 {
+					break
+				}
+				var e Event
+				if json.Unmarshal(buf[:i], &e) == nil {
+					tl.lastEv[w] = e.T
+					switch e.Ev {
+					case "grant":
+						tl.holders[e.Tok] = w
+						tl.fences[e.Tok] = e.Fence
+						tl.grantTs = append(tl.grantTs, e.T)
+					case "selfstop":
+						tl.selfs[w] = e
+					}
+				}
+				buf = buf[i+1:]
+			}
+			tl.partial[w.hist] = append([]byte(nil), buf...)
+		}
+		f.Close()
+	}
+}
+
+func (tl *tailer) grantsAfter(ts int64) int {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	n := 0
+	for i := len(tl.grantTs) - 1; i >= 0 && tl.grantTs[i] > ts; i-- {
+		n++
+	}
+	return n
+}
+
+func (tl *tailer) holder(tok string) (*workerProc, int64) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.holders[tok], tl.fences[tok]
+}
+
+func (tl *tailer) selfstop(w *workerProc) (Event, bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	e, ok := tl.selfs[w]
+	return e, ok
+}

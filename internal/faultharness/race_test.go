@@ -1,0 +1,5 @@
+//go:build race
+
+package faultharness
+
+const raceEnabled = true

@@ -1,0 +1,330 @@
+// Command worker is one fault-harness worker, a separate OS process that the
+// test builds and starts. It loops: take the fenced lock, read both
+// resources, work a little, then for each resource check the lease's
+// validity and write with the lease's fence. It records every step as JSON
+// lines in its history file (one unbuffered write per event, so a SIGKILL
+// loses at most the line being written) and exits 0 after SIGTERM.
+//
+// SIGUSR1 (SIGUSR2) makes it stop itself with SIGSTOP right after the
+// validity check of its next write to the Redis (PostgreSQL) resource, before
+// sending it: the pause between check and write that only the fence can
+// stop. The test resumes it with SIGCONT.
+//
+// Writes use a context of their own, not the lease's: the harness checks
+// that the resource turns a stale write away, so the write must reach it.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/faultharness"
+	"github.com/lockkit/lockkit/lockkit"
+)
+
+var (
+	id       = flag.Int("id", 0, "worker id")
+	inc      = flag.Int("inc", 0, "incarnation (restarts of this worker id)")
+	sentinel = flag.String("sentinel", "", "Sentinel address of the lock server")
+	master   = flag.String("master", "locks", "Sentinel master name")
+	resRedis = flag.String("res-redis", "", "address of the Redis resource")
+	resKey   = flag.String("res-key", "res:booking", "Redis resource key")
+	pgDSN    = flag.String("pg", "", "PostgreSQL DSN of the table resource")
+	table    = flag.String("table", "bookings", "table of the PostgreSQL resource")
+	row      = flag.String("row", "harness", "row key of the PostgreSQL resource")
+	histPath = flag.String("history", "", "history file (JSON lines, appended)")
+	ttl      = flag.Duration("ttl", time.Second, "lock TTL")
+	cmdTO    = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
+	workMax  = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
+	mutate   = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck")
+	writeTO  = 2 * time.Second
+)
+
+// newLockClient builds the lockkit client. It is the one place that knows
+// the constructor's signature.
+func newLockClient(rdb redis.UniversalClient, log *slog.Logger) (*lockkit.Client, error) {
+	return lockkit.New(rdb,
+		lockkit.WithLogger(log),
+		lockkit.WithCommandTimeout(*cmdTO),
+		lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
+	)
+}
+
+type history struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (h *history) add(e faultharness.Event) {
+	e.W, e.Inc = *id, *inc
+	if e.T == 0 {
+		e.T = time.Now().UnixNano()
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, err := h.f.Write(append(b, '\n')); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: history: %v\n", *id, err)
+		os.Exit(3)
+	}
+}
+
+type worker struct {
+	h      *history
+	lock   lockkit.Lock
+	res    *redis.Client
+	db     *sql.DB
+	tbl    lockkit.FencedTable
+	op     int64
+	rng    *rand.Rand
+	stopAt atomic.Value // "", redis or pg: where to stop itself next
+	cont   chan os.Signal
+}
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: %v\n", *id, err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	f, err := os.OpenFile(*histPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := &history{f: f}
+	h.add(faultharness.Event{Ev: "start", Pid: os.Getpid()})
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	lockRDB := redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            *master,
+		SentinelAddrs:         []string{*sentinel},
+		DialTimeout:           time.Second,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+		PoolTimeout:           2 * time.Second,
+		MaxRetries:            -1,
+		ContextTimeoutEnabled: true,
+		DisableIdentity:       true,
+	})
+	defer lockRDB.Close()
+	client, err := newLockClient(lockRDB, log)
+	if err != nil {
+		return err
+	}
+	d := client.Domain(lockkit.DomainSpec{Name: "harness", Prefix: "lock:", Policy: lockkit.Policy{
+		TTL:     *ttl,
+		Fencing: true,
+		Retry: lockkit.RetryPolicy{
+			MaxAttempts: 1000, InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
+			MaxWait: 2 * time.Second,
+		},
+	}})
+	res := redis.NewClient(&redis.Options{
+		Addr: *resRedis, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+		MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
+	})
+	defer res.Close()
+	db, err := sql.Open("pgx", *pgDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+
+	w := &worker{
+		h: h, lock: d.Key(7).Literal("booking").Lock(), res: res, db: db,
+		tbl: lockkit.FencedTable{Table: *table, KeyColumn: "id"},
+		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
+	}
+	w.stopAt.Store("")
+	w.cont = make(chan os.Signal, 1)
+	signal.Notify(w.cont, syscall.SIGCONT)
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
+	var stopping atomic.Bool
+	go func() {
+		for s := range sigs {
+			switch s {
+			case syscall.SIGUSR1:
+				w.stopAt.Store(faultharness.ResRedis)
+			case syscall.SIGUSR2:
+				w.stopAt.Store(faultharness.ResPG)
+			default:
+				stopping.Store(true)
+			}
+		}
+	}()
+
+	for !stopping.Load() {
+		w.section()
+		time.Sleep(time.Duration(w.rng.Int64N(int64(3 * time.Millisecond))))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Close(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "worker %d: close: %v\n", *id, err)
+	}
+	h.add(faultharness.Event{Ev: "exit"})
+	return nil
+}
+
+// stopSelf records e and stops the process with SIGSTOP. A signal to
+// oneself is not stopped on the spot (other threads run on for a moment), so
+// it returns only once the SIGCONT has arrived.
+func (w *worker) stopSelf(e faultharness.Event) {
+	for len(w.cont) > 0 {
+		<-w.cont
+	}
+	w.h.add(e)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	select {
+	case <-w.cont:
+	case <-time.After(5 * time.Minute):
+		fmt.Fprintf(os.Stderr, "worker %d: no SIGCONT within 5m of stopping itself\n", *id)
+	}
+}
+
+// section is one turn: acquire, read, work, check and write each resource.
+func (w *worker) section() {
+	var tok string
+	err := w.lock.Do(context.Background(), func(ctx context.Context, lease *lockkit.Lease) error {
+		tok = lease.Token()
+		w.h.add(faultharness.Event{Ev: "grant", Tok: tok, Fence: lease.Fence()})
+		w.read(faultharness.ResRedis, tok)
+		w.read(faultharness.ResPG, tok)
+		time.Sleep(time.Duration(w.rng.Int64N(int64(*workMax) + 1)))
+		for _, res := range []string{faultharness.ResRedis, faultharness.ResPG} {
+			if err := lease.Err(); err != nil && *mutate != "nocheck" {
+				w.h.add(faultharness.Event{Ev: "skip", Res: res, Tok: tok})
+				return err
+			}
+			if w.stopAt.CompareAndSwap(res, "") {
+				w.stopSelf(faultharness.Event{Ev: "selfstop", Res: res, Tok: tok, Fence: lease.Fence()})
+			}
+			if err := w.write(res, tok, lease.Fence()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case tok == "" && err != nil:
+		out := "other"
+		switch {
+		case errors.Is(err, lockkit.ErrNotAcquired):
+			out = "notacquired"
+		case errors.Is(err, lockkit.ErrUnavailable):
+			out = "unavailable"
+		}
+		w.h.add(faultharness.Event{Ev: "acqfail", Out: out, Err: short(err)})
+		if out != "notacquired" {
+			time.Sleep(20 * time.Millisecond) // do not spin on a sick lock server
+		}
+	case err == nil:
+		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "ok"})
+	case errors.Is(err, lockkit.ErrLockLost):
+		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "lost", Err: short(err)})
+	default:
+		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "error", Err: short(err)})
+	}
+}
+
+func (w *worker) read(res, tok string) {
+	w.op++
+	op := w.op
+	w.h.add(faultharness.Event{Ev: "call", Op: op, Kind: "read", Res: res, Tok: tok})
+	ctx, cancel := context.WithTimeout(context.Background(), writeTO)
+	defer cancel()
+	var (
+		value string
+		fence int64
+		err   error
+	)
+	switch res {
+	case faultharness.ResRedis:
+		value, fence, err = lockkit.FencedGet(ctx, w.res, *resKey)
+		if errors.Is(err, redis.Nil) {
+			value, fence, err = "", 0, nil
+		}
+	case faultharness.ResPG:
+		err = w.db.QueryRowContext(ctx, `SELECT coalesce(guest, ''), coalesce(fence, 0) FROM `+*table+` WHERE id = $1`, *row).Scan(&value, &fence)
+	}
+	e := faultharness.Event{Ev: "ret", Op: op, Kind: "read", Res: res, Out: "ok", Value: value, Fence: fence}
+	if err != nil {
+		e.Out, e.Err = "error", short(err)
+	}
+	w.h.add(e)
+}
+
+// write sends one fenced write; it returns the error that ends the section
+// (fenced off, or failed).
+func (w *worker) write(res, tok string, fence int64) error {
+	w.op++
+	op := w.op
+	switch *mutate {
+	case "fence-1":
+		fence--
+	}
+	value := faultharness.EncodeValue(*id, *inc, tok, op)
+	w.h.add(faultharness.Event{Ev: "call", Op: op, Kind: "write", Res: res, Tok: tok, Fence: fence, Value: value})
+	ctx, cancel := context.WithTimeout(context.Background(), writeTO)
+	defer cancel()
+	var err error
+	switch {
+	case *mutate == "nofence" && res == faultharness.ResRedis:
+		err = w.res.HSet(ctx, *resKey, "value", value, "fence", fence).Err()
+	case *mutate == "nofence":
+		_, err = w.db.ExecContext(ctx, `UPDATE `+*table+` SET guest = $1, fence = $2 WHERE id = $3`, value, fence, *row)
+	case res == faultharness.ResRedis:
+		err = lockkit.FencedSet(ctx, w.res, *resKey, value, fence)
+	default:
+		err = w.tbl.Update(ctx, w.db, *row, fence, lockkit.Column{Name: "guest", Value: value})
+	}
+	e := faultharness.Event{Ev: "ret", Op: op, Kind: "write", Res: res, Out: "ok"}
+	var fe *lockkit.FenceError
+	switch {
+	case err == nil:
+	case errors.As(err, &fe) && errors.Is(err, lockkit.ErrFenced):
+		e.Out, e.Cur = "fenced", fe.Current
+	default:
+		e.Out, e.Err = "error", short(err)
+	}
+	w.h.add(e)
+	return err
+}
+
+func short(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
+}
