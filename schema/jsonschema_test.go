@@ -305,6 +305,9 @@ func TestJSONSchemaRejects(t *testing.T) {
 		"replicas < 0":     valid + "    replicas: -1\n",
 		"replicas 1.5":     valid + "    replicas: 1.5\n",
 		"replica_timeout":  valid + "    replicas: 1\n    replica_timeout: 50\n",
+		"BOM description":  valid + "    description: \"a\ufeffb\"\n",
+		"NUL description":  valid + "    description: \"a\\0b\"\n",
+		"bidi description": valid + "    description: \"a\u202eb\"\n",
 	}
 	for name, src := range bad {
 		if errs := v.validateYAML(t, []byte(src)); len(errs) == 0 {
