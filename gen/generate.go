@@ -1,4 +1,4 @@
-package main
+package gen
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/schema"
@@ -38,6 +39,7 @@ func Generate(f *schema.File, opts Options) ([]byte, error) {
 		return nil, err
 	}
 	v := newFileView(f, pkg)
+	v.Command = command(f.Path, opts.Package)
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, v); err != nil {
 		return nil, fmt.Errorf("executing the template: %v", err)
@@ -62,6 +64,7 @@ func numbered(src []byte) string {
 // computed here, so the template only lays them out.
 
 type fileView struct {
+	Command       string // for the header: "lockkit-gen -config ../lockkit.yaml"
 	Source        string // the schema's file name, "lockkit.yaml"
 	Package       string
 	Domains       []*domainView
@@ -94,8 +97,55 @@ type kv struct {
 	Key, Value, Comment string
 }
 
+// command is the command line the header records, as stringer's does: the
+// flags that decide the output (-out and -check do not), with their values as
+// given, so the header is the same wherever the repository is checked out.
+func command(config, pkg string) string {
+	args := []string{"lockkit-gen", "-config", shellQuote(config)}
+	if pkg != "" {
+		args = append(args, "-package", shellQuote(pkg))
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote leaves a plain argument as it is and quotes any other, so the
+// header stays one line of printable text that a shell reads back as the
+// same argument: 'my schemas/lockkit.yaml', or a Go-quoted string for an
+// argument holding a quote or a character that is not printable.
+func shellQuote(arg string) string {
+	plain := arg != ""
+	for _, r := range arg {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("_-./:@%+=,~", r)) {
+			plain = false
+			break
+		}
+	}
+	switch {
+	case plain:
+		return arg
+	case printable(arg) && !strings.ContainsAny(arg, `'"\`):
+		return "'" + arg + "'"
+	}
+	return strconv.Quote(arg)
+}
+
+// printable reports whether s can stand in a line comment as it is: every
+// rune is printable (so no newline, no byte order mark), none is a
+// replacement for invalid UTF-8.
+func printable(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
 func newFileView(f *schema.File, pkg string) *fileView {
 	source := filepath.Base(f.Path)
+	if !printable(source) {
+		source = strconv.Quote(source) // the doc comments name it
+	}
 	v := &fileView{Source: source, Package: pkg}
 
 	// Unexported package-level names: each domain's spec variable.

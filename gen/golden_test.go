@@ -1,4 +1,4 @@
-package main
+package gen
 
 import (
 	"bytes"
@@ -74,7 +74,7 @@ func TestGolden(t *testing.T) {
 				args = append(args, strings.Fields(string(extra))...)
 			}
 			var stderr bytes.Buffer
-			code := run(args, &stderr)
+			code := Run(args, &stderr)
 			got, readErr := os.ReadFile(out)
 
 			if *update {

@@ -4,7 +4,7 @@
 // and fencing numbers.
 //
 // Applications normally use the typed helpers generated from lockkit.yaml
-// (go run github.com/lockkit/lockkit/gen), which build keys and carry each
+// (go run github.com/lockkit/lockkit/cmd/lockkit-gen), which build keys and carry each
 // domain's policy:
 //
 //	err := locks.Table(id).Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {

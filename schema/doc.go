@@ -55,8 +55,11 @@
 // unsupported version, bad durations and retry values, renew >= ttl,
 // negative replicas, replica_timeout without replicas or not shorter than ttl
 // (the default 50ms too, when replicas > 0), names and Go names that are
-// malformed, duplicated or collide with the generated code, and malformed
-// patterns.
+// malformed, duplicated or collide with the generated code, malformed
+// patterns, and descriptions holding a character their doc comment must not
+// carry: a byte order mark (U+FEFF), a control character other than tab and
+// newline, U+2028 or U+2029, or a bidirectional control (U+202A–U+202E,
+// U+2066–U+2069); the error points at the character.
 //
 // Keys are checked exactly, with automata (see overlap.go): within a pattern,
 // no key may split into parameter values in two ways ("{a}{b}", "{a}-{b}");

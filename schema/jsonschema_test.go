@@ -188,7 +188,7 @@ func jsEqual(a, b any) bool {
 func loadJSONSchema(t *testing.T) *jsValidator {
 	t.Helper()
 	var root map[string]any
-	if err := json.Unmarshal(JSONSchema, &root); err != nil {
+	if err := json.Unmarshal(JSONSchema(), &root); err != nil {
 		t.Fatalf("lockkit.schema.json: %v", err)
 	}
 	return &jsValidator{root: root}
@@ -305,6 +305,9 @@ func TestJSONSchemaRejects(t *testing.T) {
 		"replicas < 0":     valid + "    replicas: -1\n",
 		"replicas 1.5":     valid + "    replicas: 1.5\n",
 		"replica_timeout":  valid + "    replicas: 1\n    replica_timeout: 50\n",
+		"BOM description":  valid + "    description: \"a\ufeffb\"\n",
+		"NUL description":  valid + "    description: \"a\\0b\"\n",
+		"bidi description": valid + "    description: \"a\u202eb\"\n",
 	}
 	for name, src := range bad {
 		if errs := v.validateYAML(t, []byte(src)); len(errs) == 0 {
@@ -314,5 +317,26 @@ func TestJSONSchemaRejects(t *testing.T) {
 		if _, err := Parse("f.yaml", []byte(src)); err == nil {
 			t.Errorf("%s: Parse accepts what the JSON Schema rejects", name)
 		}
+	}
+}
+
+// JSONSchema and ParamTypes hand out copies: a caller that edits what it got
+// changes nothing for the next caller (or the parser).
+func TestAccessorsReturnCopies(t *testing.T) {
+	js := JSONSchema()
+	if !json.Valid(js) {
+		t.Fatal("JSONSchema is not JSON")
+	}
+	js[0] = 'x'
+	if again := JSONSchema(); again[0] == 'x' || !json.Valid(again) {
+		t.Error("editing JSONSchema's result changed the embedded schema")
+	}
+	types := ParamTypes()
+	if len(types) != 7 || types[0] != TypeString {
+		t.Fatalf("ParamTypes = %v", types)
+	}
+	types[0] = "bogus"
+	if ParamTypes()[0] != TypeString || !TypeString.valid() || ParamType("bogus").valid() {
+		t.Error("editing ParamTypes' result changed the types the parser accepts")
 	}
 }

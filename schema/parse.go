@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/lockkit/lockkit/internal/policy"
@@ -465,6 +466,37 @@ func CheckPackageName(name string) error {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
+// commentUnsafe finds the first character of a description that its doc
+// comment in the generated code must not carry, and returns its byte offset
+// and what is wrong, or "" when there is none. A description may hold any
+// printable text, tabs and newlines. It may not hold:
+//   - U+FEFF, the byte order mark: Go source allows it only as the first
+//     character of a file, and go/format rejects the generated file;
+//   - control characters (C0, DEL, C1) but tab and newline: NUL is illegal in
+//     Go source, and the others are invisible or end lines in some tools;
+//   - U+2028 and U+2029, which some editors show as line breaks that Go
+//     does not see;
+//   - the bidirectional embeddings, overrides and isolates (U+202A–U+202E,
+//     U+2066–U+2069), which make a comment display differently from what it
+//     says ("Trojan Source").
+func commentUnsafe(s string) (int, string) {
+	for i, r := range s {
+		switch {
+		case r == '\t' || r == '\n':
+		case r == 0xFEFF:
+			return i, "U+FEFF (a byte order mark) is not allowed: Go source cannot hold one past the start of a file; delete it (editors often show nothing there)"
+		case r == '\r' && strings.HasPrefix(s[i:], "\r\n"):
+		case r < 0x20 || 0x7f <= r && r <= 0x9f:
+			return i, fmt.Sprintf("the control character %U is not allowed; use plain text (tabs and newlines are fine)", r)
+		case r == 0x2028 || r == 0x2029:
+			return i, fmt.Sprintf("%U (a line or paragraph separator) is not allowed; use a newline", r)
+		case 0x202A <= r && r <= 0x202E || 0x2066 <= r && r <= 0x2069:
+			return i, fmt.Sprintf("%U (a bidirectional control) is not allowed: it makes the generated comment display differently from its text", r)
+		}
+	}
+	return -1, ""
+}
+
 func (p *parser) settings(m map[string]entry, label string) settings {
 	var s settings
 	if e, ok := m["ttl"]; ok {
@@ -832,11 +864,13 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 	}
 	if e, ok := m["description"]; ok {
 		if s, ok := p.str(e, de.label, "text"); ok {
-			s = strings.TrimSpace(strings.ReplaceAll(s, "\r\n", "\n"))
-			if i := strings.IndexFunc(s, func(r rune) bool { return isControl(r) && r != '\n' && r != '\t' }); i >= 0 {
-				p.add(pos(e.val), "%s: description contains the control character %q; use plain text", de.label, s[i])
+			// Offsets into the value as written, for the error's position.
+			lead := len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+			s = strings.TrimSpace(s)
+			if i, problem := commentUnsafe(s); problem != "" {
+				p.add(p.posIn(e.val, lead+i), "%s: description: %s", de.label, problem)
 			}
-			d.Description = s
+			d.Description = strings.ReplaceAll(s, "\r\n", "\n")
 		}
 	}
 
@@ -882,8 +916,8 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 }
 
 // posIn is the position of byte off of a scalar's value, when the scalar is
-// written on one line as is (plain, or quoted without escapes); otherwise the
-// scalar's own position.
+// written on one line as is (plain, or quoted without escapes) or is a literal
+// block (|); otherwise the scalar's own position.
 func (p *parser) posIn(n *yaml.Node, off int) Pos {
 	at := pos(n)
 	if off <= 0 || off > len(n.Value) || n.Line < 1 || n.Line > len(p.lines) {
@@ -898,6 +932,9 @@ func (p *parser) posIn(n *yaml.Node, off int) Pos {
 		col++
 	}
 	raw := line[start:]
+	if n.Style == yaml.LiteralStyle {
+		return p.posInLiteral(n, off, at)
+	}
 	switch n.Style {
 	case yaml.DoubleQuotedStyle, yaml.SingleQuotedStyle:
 		if raw == "" {
@@ -914,4 +951,30 @@ func (p *parser) posIn(n *yaml.Node, off int) Pos {
 	}
 	at.Col += utf8.RuneCountInString(n.Value[:off])
 	return at
+}
+
+// posInLiteral is posIn for a literal block scalar, whose lines are the
+// source lines below the indicator, as written after the block's indentation
+// (that of its first non-empty line). It returns at when the source does not
+// read as expected.
+func (p *parser) posInLiteral(n *yaml.Node, off int, at Pos) Pos {
+	before := n.Value[:off]
+	k := strings.Count(before, "\n")
+	lineNo := n.Line + 1 + k
+	if lineNo > len(p.lines) {
+		return at
+	}
+	indent := -1
+	for l := n.Line + 1; l <= len(p.lines); l++ {
+		if t := strings.TrimLeft(string(p.lines[l-1]), " "); t != "" && t != "\r" {
+			indent = len(p.lines[l-1]) - len(t)
+			break
+		}
+	}
+	src := string(p.lines[lineNo-1])
+	prefix := before[strings.LastIndexByte(before, '\n')+1:]
+	if indent < 0 || len(src) < indent || !strings.HasPrefix(src[indent:], prefix) {
+		return at
+	}
+	return Pos{Line: lineNo, Col: indent + 1 + utf8.RuneCountInString(prefix)}
 }

@@ -138,7 +138,7 @@ func parseParam(body string, off int, fail func(int, string, ...any)) (Segment, 
 
 func typeList() string {
 	var b strings.Builder
-	for i, t := range ParamTypes {
+	for i, t := range paramTypes {
 		if i > 0 {
 			b.WriteString(", ")
 		}

@@ -1,8 +1,10 @@
 package schema
 
 import (
+	"bytes"
 	_ "embed"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/policy"
@@ -17,11 +19,13 @@ const DefaultPrefix = policy.DefaultPrefix
 // MaxPatternLen bounds a pattern's length in bytes; longer patterns are rejected.
 const MaxPatternLen = 256
 
-// JSONSchema is the JSON Schema (draft-07) of lockkit.yaml, for editors: point a
-// "# yaml-language-server: $schema=" modeline at schema/lockkit.schema.json.
-//
 //go:embed lockkit.schema.json
-var JSONSchema []byte
+var jsonSchema []byte
+
+// JSONSchema returns the JSON Schema (draft-07) of lockkit.yaml, for editors
+// (point a "# yaml-language-server: $schema=" modeline at
+// schema/lockkit.schema.json) and tools. Each call returns a new copy.
+func JSONSchema() []byte { return bytes.Clone(jsonSchema) }
 
 // File is a valid, fully resolved lockkit.yaml: defaults are applied to every
 // domain, names are derived, and every check has passed.
@@ -86,8 +90,11 @@ const (
 	TypeUint64 ParamType = "uint64"
 )
 
-// ParamTypes lists every parameter type, in the order messages show them.
-var ParamTypes = []ParamType{TypeString, TypeInt, TypeInt32, TypeInt64, TypeUint, TypeUint32, TypeUint64}
+var paramTypes = [...]ParamType{TypeString, TypeInt, TypeInt32, TypeInt64, TypeUint, TypeUint32, TypeUint64}
+
+// ParamTypes returns every parameter type, in the order messages show them.
+// Each call returns a new slice.
+func ParamTypes() []ParamType { return slices.Clone(paramTypes[:]) }
 
 // Encoding is how a parameter of a type is written into a key.
 type Encoding int
@@ -114,12 +121,7 @@ func (t ParamType) Encoding() Encoding {
 }
 
 func (t ParamType) valid() bool {
-	for _, v := range ParamTypes {
-		if t == v {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(paramTypes[:], t)
 }
 
 // Retry is a domain's acquire retry policy. Attempts is the total number of

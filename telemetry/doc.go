@@ -1,10 +1,12 @@
 // Package telemetry is lockkit's OpenTelemetry instrumentation: the span, event,
-// attribute and metric names, the instruments that record them, a log handler that
-// stamps trace ids on log lines, and Setup, which wires OTLP/HTTP export from the
-// standard OTEL_* environment variables for applications and examples.
+// attribute and metric names, the instruments that record them, and a log handler
+// that stamps trace ids on log lines.
 //
-// The package imports only OpenTelemetry and the standard library; it knows nothing
-// of the lock runtime, which drives it through this API:
+// The package imports only the OpenTelemetry API and the standard library, never
+// the SDK or an exporter, so importing lockkit stays light; an application that
+// wants OTLP export from the standard OTEL_* environment variables calls
+// otelsetup.Setup (package telemetry/otelsetup) in its main. The package knows
+// nothing of the lock runtime, which drives it through this API:
 //
 //	in, err := telemetry.New(telemetry.Options{})   // once per lockkit client
 //	dom := in.Domain("table")                          // once per lock domain

@@ -68,26 +68,6 @@ func ExampleHold_EndAcquire_contended() {
 	// lockkit.hold table Unset
 }
 
-// An application's main: export to the OTLP endpoint in OTEL_EXPORTER_OTLP_ENDPOINT,
-// if any, and flush before exiting.
-func ExampleSetup() {
-	ctx := context.Background()
-	shutdown, err := telemetry.Setup(ctx, "booking-service")
-	if err != nil {
-		slog.Error("telemetry", "err", err)
-		os.Exit(1)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_ = shutdown(ctx)
-	}()
-	if !telemetry.ExportConfigured() {
-		fmt.Println("no OTLP endpoint set: telemetry off")
-	}
-	// ... create the lockkit client, serve ...
-}
-
 // The runtime's logger: every line logged with a ctx carries trace_id and span_id.
 func ExampleNewLogHandler() {
 	logger := slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stdout, nil)))

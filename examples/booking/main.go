@@ -1,9 +1,9 @@
 // Command booking is the double-booking race of a restaurant booking service
 // run as four replicas: Charlie and Diana both reserve table 12 at the same
 // instant, and exactly one of them gets it. Then two ways a lock can go wrong
-// without lockkit's guarantees: a holder that stalls past its TTL and
-// releases late (the "stolen lock"), and a holder that crashes and never
-// releases.
+// without lockkit's guarantees: a holder that stalls past its TTL, then
+// writes and releases late (the "stolen lock": the booking store turns its
+// write away by its fence), and a holder that crashes and never releases.
 //
 //	go run ./examples/booking
 //
@@ -55,7 +55,7 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 	if err := race(ctx, w, env, db, tr); err != nil {
 		return err
 	}
-	if err := stolenLock(ctx, w, env, tr); err != nil {
+	if err := stolenLock(ctx, w, env, db, tr); err != nil {
 		return err
 	}
 	return crash(ctx, w, env, db, tr)
@@ -88,9 +88,11 @@ func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, t
 
 	// First the same four requests with no lock, on table 13: the booking
 	// code reads, works, then writes, so every request finds the table free.
+	// With no lease there is no fence either (0): the control's writes are
+	// unguarded, as in code without a lock.
 	var unlocked atomic.Int64
 	fire(4, func(i int) {
-		if ok, _, err := db.book(ctx, "13", guestOf(i)); err == nil && ok {
+		if ok, _, err := db.book(ctx, "13", guestOf(i), 0); err == nil && ok {
 			unlocked.Add(1)
 		}
 	})
@@ -98,7 +100,11 @@ func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, t
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "   without a lock (table 13 as a control): %d requests, %d bookings written, %d confirmations sent\n", 4, n13, unlocked.Load())
+	kept13, _, err := db.booking(ctx, "13")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "   without a lock (table 13 as a control): %d requests, %d bookings written over one another (the last, %s's, is kept), %d confirmations sent\n", 4, n13, kept13, unlocked.Load())
 
 	// Now with the lock, on table 12.
 	fmt.Fprintln(w, "   with locks.Table(\"12\").Do around the same code: Charlie's click reached replica-1 and replica-3, Diana's replica-2 and replica-4")
@@ -122,15 +128,15 @@ func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, t
 			rejected++
 		}
 	}
-	stored, err := db.count(ctx, "12")
+	written, err := db.count(ctx, "12")
 	if err != nil {
 		return err
 	}
-	if len(winners) != 1 || stored != 1 || rejected != 3 {
-		return fmt.Errorf("table 12: %d confirmations (%v), %d bookings stored, %d rejections; want exactly one booking", len(winners), winners, stored, rejected)
+	if len(winners) != 1 || written != 1 || rejected != 3 {
+		return fmt.Errorf("table 12: %d confirmations (%v), %d bookings written, %d rejections; want exactly one booking", len(winners), winners, written, rejected)
 	}
-	if winners[0] != "Charlie" && winners[0] != "Diana" {
-		return fmt.Errorf("table 12 booked for %q", winners[0])
+	if kept, _, err := db.booking(ctx, "12"); err != nil || kept != winners[0] || (kept != "Charlie" && kept != "Diana") {
+		return fmt.Errorf("table 12 is booked for %q (%v), want %s", kept, err, winners[0])
 	}
 	fmt.Fprintf(w, "   result: table 12 has exactly 1 booking, for %s; the 3 other requests were rejected.\n", winners[0])
 	fmt.Fprintln(w, "   why: the lock makes each request's read-work-write run alone, so only the first finds the table free;")
@@ -174,7 +180,7 @@ type result struct {
 }
 
 // reserve is the request handler: under the table's lock, book the table if
-// it is free.
+// it is free, with the lease's fence on the write.
 func (r *replicaSvc) reserve(ctx context.Context, tr trace.Tracer, table, guest string, start time.Time, log *exampleenv.Timeline) result {
 	ctx, span := tr.Start(ctx, "reserve table", trace.WithAttributes(
 		attribute.String("table", table), attribute.String("guest", guest), attribute.String("replica", r.name)))
@@ -183,7 +189,7 @@ func (r *replicaSvc) reserve(ctx context.Context, tr trace.Tracer, table, guest 
 	who := fmt.Sprintf("%-9s  %-7s", r.name, guest)
 	err := r.table(table).Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
 		log.Add(start, "%s  acquired %s (fence %d)", who, lease.Key(), lease.Fence())
-		ok, by, err := r.db.book(ctx, table, guest)
+		ok, by, err := r.db.book(ctx, table, guest, lease.Fence())
 		switch {
 		case err != nil:
 			return err
@@ -205,10 +211,11 @@ func (r *replicaSvc) reserve(ctx context.Context, tr trace.Tracer, table, guest 
 	return res
 }
 
-// stolenLock: A stalls past its TTL, B takes the lock, A wakes up and
-// releases late. The release must not free B's lock.
-func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.Tracer) error {
-	fmt.Fprintln(w, "\n2. The stolen lock: a late release must not free the next holder's lock")
+// stolenLock: A stalls past its TTL, B takes the lock and books, A wakes up,
+// writes and releases late. The store must turn A's write away (its fence is
+// older than B's), and the release must not free B's lock.
+func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, tr trace.Tracer) error {
+	fmt.Fprintln(w, "\n2. The stolen lock: a paused holder's late write and late release must not undo the next holder's booking")
 	fmt.Fprintf(w, "   (replica-A runs with LOCKKIT_TTL_TABLE=%v, the operators' TTL override, so this takes a second, not the schema's 10s)\n", shortTTL)
 	ctx, span := tr.Start(ctx, "stolen lock")
 	defer span.End()
@@ -248,6 +255,11 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 		return fmt.Errorf("replica-B: %w", err)
 	}
 	fmt.Fprintf(w, "   %s replica-B  acquired %s (fence %d) once Redis expired A's key at its TTL\n", exampleenv.Stamp(time.Since(start)), leaseB.Key(), leaseB.Fence())
+	if err := db.write(ctx, "7", "Grace", leaseB.Fence()); err != nil {
+		freeze.Resume()
+		return fmt.Errorf("replica-B's booking: %w", err)
+	}
+	fmt.Fprintf(w, "   %s replica-B  booked table 7 for Grace (write with fence %d)\n", exampleenv.Stamp(time.Since(start)), leaseB.Fence())
 	// A's runtime gives the lease up at its local deadline, which comes
 	// before the key's expiry in Redis; wait for its timer to have run.
 	select {
@@ -260,7 +272,19 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 	}
 
 	freeze.Resume()
-	fmt.Fprintf(w, "   %s replica-A  wakes up, finishes its work and releases its lease\n", exampleenv.Stamp(time.Since(start)))
+	// A does what a paused holder does: it finishes its work, writing with the
+	// fence of the lease it had. The store compares fences, not leases.
+	writeErr := db.write(ctx, "7", "Heidi", leaseA.Fence())
+	var fenced *lockkit.FenceError
+	if !errors.As(writeErr, &fenced) || !errors.Is(writeErr, lockkit.ErrFenced) {
+		return fmt.Errorf("replica-A's late booking write (fence %d): %v, want a *lockkit.FenceError", leaseA.Fence(), writeErr)
+	}
+	fmt.Fprintf(w, "   %s replica-A  wakes up and finishes its booking for Heidi: the write is turned away, ErrFenced (its fence %d < the store's %d)\n",
+		exampleenv.Stamp(time.Since(start)), fenced.Fence, fenced.Current)
+	if kept, fence, err := db.booking(ctx, "7"); err != nil || kept != "Grace" || fence != leaseB.Fence() {
+		return fmt.Errorf("after A's late write table 7 is booked for %q with fence %d (%v), want Grace's booking with fence %d", kept, fence, err, leaseB.Fence())
+	}
+	fmt.Fprintf(w, "   %s replica-A  releases its lease\n", exampleenv.Stamp(time.Since(start)))
 	relErr := leaseA.Release(ctx)
 	if !errors.Is(relErr, lockkit.ErrNotHeld) {
 		return fmt.Errorf("replica-A's late release: %v, want ErrNotHeld", relErr)
@@ -283,10 +307,10 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, tr trace.
 		return fmt.Errorf("replica-B: %w", err)
 	}
 	fmt.Fprintf(w, "   %s replica-B  done, releases: ok\n", exampleenv.Stamp(time.Since(start)))
-	fmt.Fprintln(w, "   why: release is owner-checked, compare token then DEL in one Lua script, and A's token is not B's;")
-	fmt.Fprintln(w, "   a plain DEL would have freed table 7 under B, and C would have taken it too. A learnt at its local")
-	fmt.Fprintln(w, "   deadline that its lease was lost (ErrLockLost, the log line above); the fence (B's is higher) lets the")
-	fmt.Fprintln(w, "   booking store turn away any write A still makes, see examples/fencing.")
+	fmt.Fprintln(w, "   why: the lock alone cannot stop A, which learnt of its lost lease only at its local deadline (ErrLockLost,")
+	fmt.Fprintln(w, "   the log line above) and wrote anyway; the store can, because every write carries its lease's fence and")
+	fmt.Fprintln(w, "   lockkit.FencedSet keeps only writes whose fence is at least the highest seen (B's is higher). And release")
+	fmt.Fprintln(w, "   is owner-checked, compare token then DEL in one Lua script: a plain DEL would have freed table 7 under B.")
 	return nil
 }
 
@@ -349,7 +373,10 @@ func crash(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, 
 		return fmt.Errorf("replica-E got table 3 after %v, before the crashed holder's key expired (%v left)", waited, left)
 	}
 	if n, err := db.count(ctx, "3"); err != nil || n != 1 {
-		return fmt.Errorf("table 3: %d bookings (%v), want Eve's only", n, err)
+		return fmt.Errorf("table 3: %d bookings written (%v), want Eve's only", n, err)
+	}
+	if kept, _, err := db.booking(ctx, "3"); err != nil || kept != "Eve" {
+		return fmt.Errorf("table 3 is booked for %q (%v), want Eve", kept, err)
 	}
 	fmt.Fprintf(w, "   result: Eve waited %v and got table 3: Redis expired the crashed holder's key at its TTL; nobody had to\n", waited.Round(time.Millisecond))
 	fmt.Fprintln(w, "   clean up. The TTL bounds how long a crash blocks a table, which is why every lock has one.")
@@ -379,43 +406,80 @@ func withTableTTL(ttl time.Duration, mk func() (*lockkit.Client, error)) (*lockk
 	return mk()
 }
 
-// database is the booking store: a Redis list of guests per table. Its
-// writes are guarded by nothing but the lock.
+// database is the booking store, on Redis: per table, the booking (a
+// lockkit.FencedSet resource: the guest and the fence it was written with)
+// and a log of the bookings written, one per confirmation sent.
 type database struct{ rdb *redis.Client }
 
-func bookingsKey(table string) string { return "lockkit-example:booking:table:" + table }
+func bookingKey(table string) string { return "lockkit-example:booking:table:" + table }
+func writtenKey(table string) string { return "lockkit-example:booking:written:" + table }
 
 // reset clears the demo's bookings, so that the example can run again on
 // the same server.
 func (d *database) reset(ctx context.Context, tables ...string) error {
-	keys := make([]string, len(tables))
-	for i, t := range tables {
-		keys[i] = bookingsKey(t)
+	var keys []string
+	for _, t := range tables {
+		keys = append(keys, bookingKey(t), writtenKey(t))
 	}
 	return d.rdb.Del(ctx, keys...).Err()
 }
 
 // book books table for guest if nobody has it: read, work, write, in three
 // steps. Two requests that run it at the same time both find the table free
-// and both write; only a lock around it keeps that from happening. It
-// returns whether it booked, or who has the table.
-func (d *database) book(ctx context.Context, table, guest string) (booked bool, holder string, err error) {
-	holder, err = d.rdb.LIndex(ctx, bookingsKey(table), 0).Result()
+// and both write; only a lock around it keeps that from happening. fence is
+// the lease's fencing number, which the write carries (see write); 0, for
+// the unlocked control only, writes unguarded. It returns whether it booked,
+// or who has the table.
+func (d *database) book(ctx context.Context, table, guest string, fence int64) (booked bool, holder string, err error) {
+	holder, _, err = d.booking(ctx, table)
 	switch {
 	case err == nil:
 		return false, holder, nil
-	case err != redis.Nil:
+	case !errors.Is(err, redis.Nil):
 		return false, "", err
 	}
 	time.Sleep(writeDelay)
-	if err := d.rdb.RPush(ctx, bookingsKey(table), guest).Err(); err != nil {
+	if err := d.write(ctx, table, guest, fence); err != nil {
 		return false, "", err
 	}
 	return true, guest, nil
 }
 
+// write stores the booking with lockkit.FencedSet: the store keeps it only
+// when fence is at least the highest fence it has accepted for the table, so
+// a holder whose lease was lost (paused past its TTL, then resumed) is turned
+// away with a *lockkit.FenceError once the next holder has written. A fence
+// of 0 (no lease) overwrites unguarded.
+func (d *database) write(ctx context.Context, table, guest string, fence int64) error {
+	if fence == 0 {
+		if err := d.rdb.HSet(ctx, bookingKey(table), "value", guest).Err(); err != nil {
+			return err
+		}
+	} else if err := lockkit.FencedSet(ctx, d.rdb, bookingKey(table), guest, fence); err != nil {
+		return err
+	}
+	return d.rdb.RPush(ctx, writtenKey(table), guest).Err()
+}
+
+// booking returns who has table and the fence of that write; an error
+// matching redis.Nil when nobody has.
+func (d *database) booking(ctx context.Context, table string) (guest string, fence int64, err error) {
+	var b struct {
+		Guest *string `redis:"value"`
+		Fence int64   `redis:"fence"` // 0 after the control's unguarded writes
+	}
+	if err := d.rdb.HMGet(ctx, bookingKey(table), "value", "fence").Scan(&b); err != nil {
+		return "", 0, err
+	}
+	if b.Guest == nil {
+		return "", 0, redis.Nil
+	}
+	return *b.Guest, b.Fence, nil
+}
+
+// count is how many bookings were written for table (each sent a confirmation).
 func (d *database) count(ctx context.Context, table string) (int64, error) {
-	return d.rdb.LLen(ctx, bookingsKey(table)).Result()
+	return d.rdb.LLen(ctx, writtenKey(table)).Result()
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -13,8 +14,9 @@ import (
 )
 
 // Against a real redis-server: one booking for table 12, for Charlie or
-// Diana; the late release is ErrNotHeld and B keeps the lock; the crashed
-// holder's table is free after its TTL.
+// Diana; the paused holder's late write is fenced off and its late release is
+// ErrNotHeld, B keeps the lock; the crashed holder's table is free after its
+// TTL.
 func TestBookingOnRedis(t *testing.T) {
 	out := exampletest.OnRedis(t, "lockkit-example-booking", run)
 	exampletest.CheckRealRedis(t, out)
@@ -59,8 +61,11 @@ func checkBooking(t *testing.T, out string) {
 		t.Errorf("the result line does not name the winner %s", booked[0])
 	}
 
-	// The stolen lock: A's late release deletes nothing, B keeps the lock.
+	// The stolen lock: the store turns A's late write away by its fence, A's
+	// late release deletes nothing, B keeps the lock and Grace the table.
 	for _, want := range []string{
+		"replica-B  booked table 7 for Grace (write with fence ",
+		"replica-A  wakes up and finishes its booking for Heidi: the write is turned away, ErrFenced (its fence ",
 		"replica-A  release: ErrNotHeld",
 		"replica-C  tries table 7: ErrNotAcquired; B's lock survives",
 		`lockkit: lease lost" domain=table key=lock:{table:7}`,
@@ -125,5 +130,23 @@ func TestBookingExportsToJaeger(t *testing.T) {
 		if len(kids(holds[0], name)) != 1 {
 			t.Errorf("no %s span under the hold span", name)
 		}
+	}
+}
+
+// The fence line reports A's fence below B's: the numbers come from the
+// leases, and the store compared them.
+var fencedRE = regexp.MustCompile(`booked table 7 for Grace \(write with fence (\d+)\)[\s\S]*ErrFenced \(its fence (\d+) < the store's (\d+)\)`)
+
+func TestBookingFenceOrder(t *testing.T) {
+	out := exampletest.Embedded(t, "lockkit-example-booking", run)
+	m := fencedRE.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no fenced write in:\n%s", out)
+	}
+	b, _ := strconv.ParseInt(m[1], 10, 64)
+	a, _ := strconv.ParseInt(m[2], 10, 64)
+	current, _ := strconv.ParseInt(m[3], 10, 64)
+	if current != b || a >= b || a <= 0 {
+		t.Errorf("A's fence %d, B's %d, the store's %d; want 0 < A's < B's = the store's", a, b, current)
 	}
 }

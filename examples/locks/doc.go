@@ -19,4 +19,4 @@
 //	err := locks.Table(id).Do(ctx, fn)
 package locks
 
-//go:generate go run github.com/lockkit/lockkit/gen -config ../../lockkit.yaml -out locks_gen.go
+//go:generate go run github.com/lockkit/lockkit/cmd/lockkit-gen -config ../../lockkit.yaml -out locks_gen.go

@@ -28,7 +28,7 @@ const (
 	queryTimeout = 30 * time.Second
 )
 
-// TestJaegerTraces runs programs that export over OTLP/HTTP (telemetry.Setup,
+// TestJaegerTraces runs programs that export over OTLP/HTTP (otelsetup.Setup,
 // from the OTEL_* environment) into a Jaeger bound to 127.0.0.1, then reads
 // the traces back from /api/traces?service=...:
 //

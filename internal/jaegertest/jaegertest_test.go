@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/jaegertest"
 	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/telemetry/otelsetup"
 )
 
 var loopback = netip.MustParseAddr("127.0.0.1")
@@ -75,7 +76,7 @@ func TestLoopbackOnly(t *testing.T) {
 	}
 }
 
-// TestExportThroughSetup proves the whole pipeline: telemetry.Setup from the OTEL_*
+// TestExportThroughSetup proves the whole pipeline: otelsetup.Setup from the OTEL_*
 // environment, lockkit's instruments on the global providers, OTLP/HTTP into Jaeger,
 // and the spans back from the query API with their names, parents, attributes and
 // events.
@@ -93,7 +94,7 @@ func TestExportThroughSetup(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	shutdown, err := telemetry.Setup(ctx, service)
+	shutdown, err := otelsetup.Setup(ctx, service)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // Open picks the backend: the server in REDIS_URL, or, with REDIS_URL unset,
 // an embedded in-process Redis (miniredis) on 127.0.0.1, announced in one line.
 // It picks the telemetry: OTLP trace export (to Jaeger) when
-// OTEL_EXPORTER_OTLP_ENDPOINT is set, through telemetry.Setup (metrics too
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, through otelsetup.Setup (metrics too
 // only when OTEL_METRICS_EXPORTER or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT asks
 // for them: Jaeger takes no metrics); otherwise an in-process tracer provider
 // whose spans Close prints as a compact summary.
@@ -33,7 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockkit/lockkit/lockkit"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/telemetry/otelsetup"
 )
 
 // Env is an example's backend and telemetry. Close it when the example ends.
@@ -43,7 +43,7 @@ type Env struct {
 	// (a lease lost, a failed release) go there too, in order.
 	Out io.Writer
 	// TracerProvider is where the example's spans and lockkit's go: the
-	// global provider that telemetry.Setup installed when exporting, or the
+	// global provider that otelsetup.Setup installed when exporting, or the
 	// summary's own.
 	TracerProvider trace.TracerProvider
 	// Embedded reports whether the backend is the in-process miniredis.
@@ -126,7 +126,7 @@ func (e *Env) openBackend(out io.Writer) error {
 }
 
 func (e *Env) openTelemetry(ctx context.Context, serviceName string, out io.Writer) error {
-	if telemetry.ExportConfigured() {
+	if otelsetup.ExportConfigured() {
 		shutdown, err := setupTracesOnly(ctx, serviceName)
 		if err != nil {
 			return err
@@ -147,7 +147,7 @@ func (e *Env) openTelemetry(ctx context.Context, serviceName string, out io.Writ
 	return nil
 }
 
-// setupTracesOnly is telemetry.Setup with metrics export off unless the
+// setupTracesOnly is otelsetup.Setup with metrics export off unless the
 // environment asks for it (OTEL_METRICS_EXPORTER or a metrics endpoint):
 // the examples send to Jaeger, which takes traces only and answers
 // /v1/metrics with 404.
@@ -159,7 +159,7 @@ func setupTracesOnly(ctx context.Context, serviceName string) (func(context.Cont
 		}
 		defer os.Unsetenv(v)
 	}
-	return telemetry.Setup(ctx, serviceName)
+	return otelsetup.Setup(ctx, serviceName)
 }
 
 // Tracer returns a tracer for the example's own spans, which nest around and

@@ -4,4 +4,4 @@
 // lockkit.yaml and run go generate.
 package e2etest
 
-//go:generate go run github.com/lockkit/lockkit/gen -config lockkit.yaml -out locks_gen.go
+//go:generate go run github.com/lockkit/lockkit/cmd/lockkit-gen -config lockkit.yaml -out locks_gen.go

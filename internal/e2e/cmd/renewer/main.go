@@ -1,5 +1,5 @@
 // Command renewer holds one lock of the table domain for longer than its
-// renew interval, with telemetry.Setup exporting its traces, so that the
+// renew interval, with otelsetup.Setup exporting its traces, so that the
 // end-to-end test in internal/e2e finds successful lockkit.renew spans in
 // Jaeger. The booking example's holds are too short to renew.
 //
@@ -26,7 +26,7 @@ import (
 
 	"github.com/lockkit/lockkit/examples/locks"
 	"github.com/lockkit/lockkit/lockkit"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/telemetry/otelsetup"
 )
 
 func main() {
@@ -41,10 +41,10 @@ func main() {
 
 func run(hold time.Duration, table string) (err error) {
 	ctx := context.Background()
-	if !telemetry.ExportConfigured() {
+	if !otelsetup.ExportConfigured() {
 		return errors.New("no OTLP export configured: set OTEL_EXPORTER_OTLP_ENDPOINT")
 	}
-	shutdown, err := telemetry.Setup(ctx, "lockkit-renewer")
+	shutdown, err := otelsetup.Setup(ctx, "lockkit-renewer")
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package telemetry
+package otelsetup
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +19,47 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/lockkit/lockkit/telemetry"
 )
+
+const childEnv = "LOCKKIT_OTELSETUP_CHILD"
+
+// inChild runs test name alone in a child process (Setup installs global
+// providers, which would leak into the other tests), with the OTEL_*
+// environment removed and env added, and fails t if the child fails.
+func inChild(t *testing.T, name string, env ...string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, childEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, childEnv+"="+name)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child %s: %v\n%s", name, err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+name+" ") {
+		t.Fatalf("child did not run %s:\n%s", name, out)
+	}
+}
+
+// lifecycle records what the runtime records for one Do on dom: acquire after a
+// retry, one renewal, release.
+func lifecycle(ctx context.Context, dom *telemetry.Domain) {
+	ctx, hold := dom.StartHold(ctx, "lock:{table:42}")
+	hold.StartAcquire(ctx)
+	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
+	hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
+	_, rn := hold.StartRenew(ctx)
+	rn.End(telemetry.OutcomeOK, nil)
+	_, rel := hold.StartRelease(ctx)
+	rel.End(telemetry.OutcomeReleased, nil)
+	hold.End(telemetry.OutcomeReleased, nil)
+}
 
 func TestReadEnv(t *testing.T) {
 	for _, tc := range []struct {
@@ -136,7 +177,7 @@ func TestSetupExports(t *testing.T) {
 			if want := []string{"lockkit.acquire table", "lockkit.hold table", "lockkit.release table", "lockkit.renew table"}; !slices.Equal(rx.spans, want) {
 				t.Errorf("spans %v, want %v", rx.spans, want)
 			}
-			for _, m := range []string{MetricAcquireDuration, MetricHoldDuration, MetricRenewals, MetricReleases} {
+			for _, m := range []string{telemetry.MetricAcquireDuration, telemetry.MetricHoldDuration, telemetry.MetricRenewals, telemetry.MetricReleases} {
 				if !slices.Contains(rx.metrics, m) {
 					t.Errorf("metric %s not exported (got %v)", m, rx.metrics)
 				}
@@ -150,7 +191,7 @@ func TestSetupExports(t *testing.T) {
 
 func setupChild(t *testing.T) {
 	// Instruments created before Setup must follow the providers it installs.
-	in, err := New(Options{})
+	in, err := telemetry.New(telemetry.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

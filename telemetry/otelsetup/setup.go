@@ -1,4 +1,18 @@
-package telemetry
+// Package otelsetup wires OpenTelemetry export for applications: Setup installs
+// OTLP/HTTP trace and metric exporters, configured from the standard OTEL_*
+// environment variables, as the global providers that lockkit's instrumentation
+// follows by default.
+//
+// It is the one lockkit package that links the OpenTelemetry SDK, its OTLP
+// exporters and protobuf. The runtime (package lockkit), generated code and
+// package telemetry import only the OpenTelemetry API, so a service that sets up
+// OpenTelemetry its own way, or not at all, never links what this package does.
+// Import it from a main package:
+//
+//	shutdown, err := otelsetup.Setup(ctx, "booking-service")
+//	...
+//	defer shutdown(ctx) // flushes pending spans and metrics
+package otelsetup
 
 import (
 	"context"
@@ -57,11 +71,11 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	opts = append(opts, resource.WithFromEnv())
 	res, err := resource.New(ctx, opts...)
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
+		return nil, fmt.Errorf("otelsetup: resource: %w", err)
 	}
 	res, err = resource.Merge(resource.Default(), res)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: resource: %w", err)
+		return nil, fmt.Errorf("otelsetup: resource: %w", err)
 	}
 
 	var shutdowns []func(context.Context) error
@@ -77,7 +91,7 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	if cfg.traces {
 		exp, err := otlptracehttp.New(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTLP trace exporter: %w", err)
+			return nil, fmt.Errorf("otelsetup: OTLP trace exporter: %w", err)
 		}
 		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 		shutdowns = append(shutdowns, tp.Shutdown)
@@ -86,7 +100,7 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	if cfg.metrics {
 		exp, err := otlpmetrichttp.New(ctx)
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("telemetry: OTLP metric exporter: %w", err), shutdown(ctx))
+			return nil, errors.Join(fmt.Errorf("otelsetup: OTLP metric exporter: %w", err), shutdown(ctx))
 		}
 		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp)), sdkmetric.WithResource(res))
 		shutdowns = append(shutdowns, mp.Shutdown)
@@ -143,7 +157,7 @@ func signalEnabled(getenv func(string) string, signal string) (bool, error) {
 	case "none":
 		return false, nil
 	default:
-		return false, fmt.Errorf("telemetry: OTEL_%s_EXPORTER=%q: only otlp and none are supported", signal, exporter)
+		return false, fmt.Errorf("otelsetup: OTEL_%s_EXPORTER=%q: only otlp and none are supported", signal, exporter)
 	}
 	name := "OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL"
 	protocol := getenv(name)
@@ -152,7 +166,7 @@ func signalEnabled(getenv func(string) string, signal string) (bool, error) {
 		protocol = getenv(name)
 	}
 	if protocol != "" && protocol != "http/protobuf" {
-		return false, fmt.Errorf("telemetry: %s=%q: only http/protobuf is supported", name, protocol)
+		return false, fmt.Errorf("otelsetup: %s=%q: only http/protobuf is supported", name, protocol)
 	}
 	return true, nil
 }

@@ -1,35 +1,4 @@
-// Command lockkit-gen generates typed lock helpers from a lockkit.yaml.
-//
-// Usage:
-//
-//	go run github.com/lockkit/lockkit/gen [-config lockkit.yaml] [-out locks_gen.go] [-package name] [-check]
-//
-// It reads the schema named by -config (default lockkit.yaml), checks it, and
-// writes one Go file, -out (default locks_gen.go), with a typed constructor
-// per lock domain: a domain "user:{id:int64}:digest" becomes
-//
-//	func (l *Locks) UserDigest(id int64) UserDigestLock // New(client).UserDigest(id)
-//	func UserDigest(id int64) UserDigestLock            // after SetDefault(client)
-//
-// whose Do, TryDo, Acquire and TryAcquire come from lockkit.Lock. Paths are
-// relative to the current directory, which under go generate is the
-// directory of the file holding the //go:generate line:
-//
-//	//go:generate go run github.com/lockkit/lockkit/gen -config ../lockkit.yaml -out locks_gen.go
-//
-// The flags:
-//
-//	-config file   the schema to read (default lockkit.yaml)
-//	-out file      the Go file to write (default locks_gen.go)
-//	-package name  the package name of the generated file, instead of the schema's "package"
-//	-check         write nothing; exit 1 if -out differs from what would be generated
-//
-// The output is gofmt'd and the same for the same schema, byte for byte; an
-// unchanged file is not rewritten. Exit status: 0 on success, 1 when the
-// schema has errors (printed one per line as file:line:col: message), when a
-// file cannot be read or written, or when -check finds the file stale; 2 on
-// a misuse of the flags.
-package main
+package gen
 
 import (
 	"bytes"
@@ -44,22 +13,22 @@ import (
 	"github.com/lockkit/lockkit/schema"
 )
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
-}
-
 const usageText = `usage: lockkit-gen [-config lockkit.yaml] [-out locks_gen.go] [-package name] [-check]
 
 lockkit-gen turns a lockkit.yaml into typed lock helpers (a Go file).
 Run it from go generate:
 
-	//go:generate go run github.com/lockkit/lockkit/gen -config ../lockkit.yaml -out locks_gen.go
+	//go:generate go run github.com/lockkit/lockkit/cmd/lockkit-gen -config ../lockkit.yaml -out locks_gen.go
 
 Flags:
 `
 
-// run is the command, minus os.Exit: it returns the exit status.
-func run(args []string, stderr io.Writer) int {
+// Run is the lockkit-gen command, minus os.Exit: it parses args (the
+// command line without the program name), reads the schema, writes or checks
+// the generated file, reports to stderr, and returns the exit status: 0 on
+// success, 1 when the schema has errors, a file cannot be read or written or
+// -check finds the file stale, 2 on a misuse of the flags.
+func Run(args []string, stderr io.Writer) int {
 	logger := log.New(stderr, "lockkit-gen: ", 0)
 	fs := flag.NewFlagSet("lockkit-gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
