@@ -136,8 +136,8 @@ func FuzzRoundTrip(f *testing.F) {
 	})
 }
 
-// FuzzDecode: Decode never panics, and what it accepts with a description
-// encodes back to a value the same token owns.
+// FuzzDecode: Decode never panics, the token it accepts owns the value, and
+// what it decodes encodes back to the same holder (host and owner possibly cut).
 func FuzzDecode(f *testing.F) {
 	f.Add("T;h=web&p=12&o=a%3Bb&t=" + trace)
 	f.Add("T;;;")
@@ -148,7 +148,10 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode(%q) = %q, ok, but the token does not own the value", v, token)
 		}
 		if ok {
-			if _, h2, ok2 := Decode(Encode(token, h)); !ok2 || h2 != h {
+			// Encode may cut a field that Decode took as it came.
+			_, h2, ok2 := Decode(Encode(token, h))
+			if !ok2 || h2.PID != h.PID || h2.TraceID != h.TraceID ||
+				!strings.HasPrefix(h.Host, h2.Host) || !strings.HasPrefix(h.Owner, h2.Owner) {
 				t.Fatalf("Decode(%q) = %+v; re-encoded, it decodes to %+v, %v", v, h, h2, ok2)
 			}
 		}
