@@ -71,14 +71,13 @@ func Encode(token string, h Holder) string {
 	if !ValidToken(token) {
 		return token
 	}
-	d := AppendDescription(make([]byte, 0, len(token)+1+MaxDescription), h)
-	if len(d) == 0 {
-		return token
-	}
-	b := make([]byte, 0, len(token)+1+len(d))
+	b := make([]byte, 0, len(token)+1+MaxDescription)
 	b = append(b, token...)
 	b = append(b, Sep)
-	b = append(b, d...)
+	n := len(b)
+	if b = AppendDescription(b, h); len(b) == n {
+		return token
+	}
 	return string(b)
 }
 
@@ -99,7 +98,11 @@ func AppendDescription(dst []byte, h Holder) []byte {
 	}
 	field("h", escapeCut(h.Host, MaxField))
 	if h.PID > 0 {
-		field("p", strconv.Itoa(h.PID))
+		if len(dst) > start {
+			dst = append(dst, '&')
+		}
+		dst = append(dst, "p="...)
+		dst = strconv.AppendInt(dst, int64(h.PID), 10)
 	}
 	field("o", escapeCut(h.Owner, MaxField))
 	if validTraceID(h.TraceID) {

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/lockkit/lockkit/internal/policy"
-	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/schema"
 )
 
@@ -126,7 +125,23 @@ func appendParam(b []byte, t schema.ParamType, p Param) []byte {
 	case schema.EncUint:
 		return strconv.AppendUint(b, p.Uint, 10)
 	}
-	return lockkit.AppendString(b, p.Str)
+	return appendString(b, p.Str)
+}
+
+// appendString is lockkit.AppendString, the runtime's escaping of a string
+// parameter: '%', ':', '{', '}', control bytes and DEL become %XX (upper-case
+// hex). A copy, so that the command does not link the runtime and its
+// telemetry; FuzzAppendString checks the two agree byte for byte.
+func appendString(dst []byte, s string) []byte {
+	const hex = "0123456789ABCDEF"
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; escaped(c) {
+			dst = append(dst, '%', hex[c>>4], hex[c&0xf])
+		} else {
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // matchDomain splits inner into segs: literals verbatim, parameters as the
