@@ -86,6 +86,63 @@ func BenchmarkAcquireValue(b *testing.B) {
 	}
 }
 
+// BenchmarkAcquireValueInterleaved runs the two values alternately in one
+// loop, on the runtime's acquire script, and reports each one's mean time
+// and their ratio: the load of a shared machine then weighs on both alike.
+//
+//	go test -run '^$' -bench AcquireValueInterleaved -benchmem ./internal/holder
+func BenchmarkAcquireValueInterleaved(b *testing.B) {
+	testserver.RequireRedis(b)
+	rdb := testserver.StartRedis(b).Client(b)
+	ctx := context.Background()
+	src, err := os.ReadFile("../../lockkit/acquire.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	acquire := redis.NewScript(string(src))
+	if err := acquire.Load(ctx, rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	h := Holder{Host: host, PID: os.Getpid(), Owner: "billing-worker", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+	for _, fencing := range []bool{false, true} {
+		name := "script"
+		if fencing {
+			name = "script-fencing"
+		}
+		b.Run(name, func(b *testing.B) {
+			var tokenNs, holderNs time.Duration
+			do := func(key, value string) {
+				keys := []string{key}
+				if fencing {
+					keys = append(keys, key+":fence")
+				}
+				if err := acquire.EvalSha(ctx, rdb, keys, value, 10000).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				k := strconv.Itoa(i)
+				start := time.Now()
+				do("lock:{t:"+k+"}", rand.Text())
+				mid := time.Now()
+				do("lock:{h:"+k+"}", Encode(rand.Text(), h))
+				end := time.Now()
+				tokenNs += mid.Sub(start)
+				holderNs += end.Sub(mid)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(tokenNs.Nanoseconds())/float64(b.N), "token-ns/op")
+			b.ReportMetric(float64(holderNs.Nanoseconds())/float64(b.N), "holder-ns/op")
+			b.ReportMetric(float64(holderNs)/float64(tokenNs), "holder/token")
+			if err := rdb.FlushAll(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
 // BenchmarkEncode is the CPU cost of building a value with a description.
 func BenchmarkEncode(b *testing.B) {
 	h := Holder{Host: "web-1.prod.example.com", PID: 4242, Owner: "billing-worker", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
