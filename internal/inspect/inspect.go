@@ -21,8 +21,8 @@
 // against the schema (Decoder); keys that no domain produces are skipped,
 // and for the rest one pipeline per page sends PTTL key, GET key, GET
 // key:fence and ZCARD key:q. A key that is gone by then is skipped; one that
-// is not a string (a FencedSet resource hash, say) is counted in
-// Report.Skipped.
+// is not a string (a FencedSet resource hash, say), or that resharding
+// moved to another master since the SCAN, is counted in Report.Skipped.
 package inspect
 
 import (
@@ -433,7 +433,9 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 			continue // released since the SCAN
 		}
 		if err != nil {
-			if isWrongType(err) {
+			if isWrongType(err) || isRedirect(err) {
+				// Not a string (a FencedSet resource, say), or moved to
+				// another master by resharding since the SCAN.
 				skipped++
 				continue
 			}
@@ -496,6 +498,15 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 func isWrongType(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && len(re.Error()) >= 9 && re.Error()[:9] == "WRONGTYPE"
+}
+
+func isRedirect(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	m := re.Error()
+	return len(m) > 6 && (m[:6] == "MOVED " || m[:4] == "ASK ")
 }
 
 func join(a, b string) string {
