@@ -58,7 +58,7 @@ func TestUsage(t *testing.T) {
 		{url, []string{"inspect", "-config", schemaFile, "-timeout", "-1s"}, 2, "-timeout must be > 0"},
 		{url, []string{"inspect", "-config", "nope.yaml"}, 2, "reading the schema: open nope.yaml: no such file or directory (set -config)"},
 		{url, []string{"inspect", "-config", schemaFile, "-domain", "tabel"}, 2, `no domain "tabel" in ` + schemaFile},
-		{url, []string{"inspect", "-config", schemaFile, "-domain", "user_digest", "-param", "id=x"}, 2, "param id=x: id is a int64 in domain user_digest"},
+		{url, []string{"inspect", "-config", schemaFile, "-domain", "user_digest", "-param", "id=x"}, 2, "param id=x: id takes int64 values in domain user_digest"},
 		{url, []string{"inspect", "-config", bad}, 1, "bad.yaml:4:"},
 		{nil, []string{"help"}, 0, ""},
 		{nil, []string{"inspect", "-h"}, 0, ""},

@@ -217,7 +217,7 @@ func parseFilterValue(s schema.Segment, v string) (Param, error) {
 		p.Str = v
 	}
 	if err != nil {
-		return p, fmt.Errorf("%s is a %s", s.Param, s.Type)
+		return p, fmt.Errorf("%s takes %s values", s.Param, s.Type)
 	}
 	return p, nil
 }

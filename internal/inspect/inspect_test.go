@@ -287,9 +287,9 @@ func TestInspectFilters(t *testing.T) {
 		{Options{Domain: "nope"}, `no domain "nope" in testdata/lockkit.yaml`},
 		{Options{Params: map[string]string{"zzz": "1"}}, `no parameter "zzz" in any domain`},
 		{Options{Domain: "table", Params: map[string]string{"job": "1"}}, `no parameter "job" in domain table`},
-		{Options{Domain: "user_digest", Params: map[string]string{"id": "x"}}, "id is a int64 in domain user_digest"},
-		{Options{Params: map[string]string{"hour": "x"}}, "hour is a int64 in domain cron"},
-		{Options{Domain: "slot", Params: map[string]string{"n": "-1"}}, "n is a uint32 in domain slot"},
+		{Options{Domain: "user_digest", Params: map[string]string{"id": "x"}}, "id takes int64 values in domain user_digest"},
+		{Options{Params: map[string]string{"hour": "x"}}, "hour takes int64 values in domain cron"},
+		{Options{Domain: "slot", Params: map[string]string{"n": "-1"}}, "n takes uint32 values in domain slot"},
 	} {
 		if _, err := in.Inspect(ctx, rdb, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Inspect(%+v) error = %v, want it to say %q", c.o, err, c.want)
