@@ -20,23 +20,7 @@ const fenceSuffix = policy.FenceSuffix
 // and DEL (0x7f) become %XX with upper-case hex; everything else, unicode
 // included, is kept as it is. So an encoded parameter never contains ':', '{'
 // or '}', and two different strings never encode to the same bytes.
-func AppendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if needsEscape(c) {
-			dst = append(dst, '%', upperHex[c>>4], upperHex[c&0xf])
-			continue
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
-
-const upperHex = "0123456789ABCDEF"
-
-func needsEscape(c byte) bool {
-	return c < 0x20 || c == 0x7f || c == '%' || c == ':' || c == '{' || c == '}'
-}
+func AppendString(dst []byte, s string) []byte { return policy.AppendParam(dst, s) }
 
 // KeyBuilder builds one lock key of a domain, for generated code. Each method
 // appends to the key and returns the builder; Lock finishes it. Building a key

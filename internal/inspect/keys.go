@@ -125,23 +125,7 @@ func appendParam(b []byte, t schema.ParamType, p Param) []byte {
 	case schema.EncUint:
 		return strconv.AppendUint(b, p.Uint, 10)
 	}
-	return appendString(b, p.Str)
-}
-
-// appendString is lockkit.AppendString, the runtime's escaping of a string
-// parameter: '%', ':', '{', '}', control bytes and DEL become %XX (upper-case
-// hex). A copy, so that the command does not link the runtime and its
-// telemetry; FuzzAppendString checks the two agree byte for byte.
-func appendString(dst []byte, s string) []byte {
-	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; escaped(c) {
-			dst = append(dst, '%', hex[c>>4], hex[c&0xf])
-		} else {
-			dst = append(dst, c)
-		}
-	}
-	return dst
+	return policy.AppendParam(b, p.Str)
 }
 
 // matchDomain splits inner into segs: literals verbatim, parameters as the
@@ -245,7 +229,7 @@ func (m *matcher) fail(si, pos int) {
 func unitLen(s string, i int) int {
 	c := s[i]
 	if c != '%' {
-		if escaped(c) {
+		if policy.NeedsEscape(c) {
 			return 0
 		}
 		return 1
@@ -254,15 +238,10 @@ func unitLen(s string, i int) int {
 		return 0
 	}
 	hi, lo := unhex(s[i+1]), unhex(s[i+2])
-	if hi < 0 || lo < 0 || !escaped(byte(hi<<4|lo)) {
+	if hi < 0 || lo < 0 || !policy.NeedsEscape(byte(hi<<4|lo)) {
 		return 0
 	}
 	return 3
-}
-
-// escaped reports whether the runtime writes c as %XX (lockkit.AppendString).
-func escaped(c byte) bool {
-	return c < 0x20 || c == 0x7f || c == '%' || c == ':' || c == '{' || c == '}'
 }
 
 // unhex is the value of an upper-case hex digit, or -1.

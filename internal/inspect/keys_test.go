@@ -222,14 +222,3 @@ func FuzzKeyNothingElse(f *testing.F) {
 		}
 	})
 }
-
-// FuzzAppendString: the inspector's copy of the runtime's escaping writes
-// exactly what lockkit.AppendString writes.
-func FuzzAppendString(f *testing.F) {
-	f.Add("a:b{c}%\x00\x7f\x1fé✓ ")
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := appendString([]byte("x"), s), lockkit.AppendString([]byte("x"), s); string(got) != string(want) {
-			t.Fatalf("appendString(%q) = %q, lockkit.AppendString = %q", s, got, want)
-		}
-	})
-}

@@ -157,3 +157,27 @@ func CheckPrefix(prefix string) error {
 	}
 	return nil
 }
+
+// AppendParam appends the injective, readable encoding of a string key
+// parameter to dst: the bytes NeedsEscape names become %XX (upper-case hex),
+// everything else, unicode included, is kept. So an encoded parameter never
+// contains ':', '{' or '}', and two different strings never encode alike.
+func AppendParam(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if NeedsEscape(c) {
+			dst = append(dst, '%', upperHex[c>>4], upperHex[c&0xf])
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+const upperHex = "0123456789ABCDEF"
+
+// NeedsEscape reports whether a parameter byte is written as %XX: '%', ':',
+// '{', '}', every control byte (< 0x20) and DEL (0x7f).
+func NeedsEscape(c byte) bool {
+	return c < 0x20 || c == 0x7f || c == '%' || c == ':' || c == '{' || c == '}'
+}
