@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
@@ -30,9 +31,10 @@ const DefaultCommandTimeout = policy.DefaultCommandTimeout
 // Client runs lock operations on one Redis deployment. It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         backend
+	be         backend.Backend         // guarded by the Client's breakers (a quorum backend: its members)
 	redlock    []redis.UniversalClient // further Redlock nodes; none for a single deployment
 	redlockOpt bool                    // WithRedlock was given
+	noFencing  error                   // why fencing domains are refused, for a backend that cannot fence
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -41,6 +43,9 @@ type Client struct {
 	ttlEnv     map[string]time.Duration
 
 	sched scheduler // lease deadlines and renewals
+
+	brMu   sync.Mutex
+	guards []*guarded // every breaker-guarded backend or member, for health reports
 
 	mu     sync.Mutex
 	closed bool
@@ -140,17 +145,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	if c.redlockOpt && len(c.redlock) == 0 {
 		return nil, errors.New("lockkit: WithRedlock needs the other nodes: New(node0, WithRedlock(node1, node2)) runs Redlock over 3")
 	}
+	spec := redisSpec(rdb)
 	if len(c.redlock) > 0 {
-		be, err := newRedlockBackend(append([]redis.UniversalClient{rdb}, c.redlock...), c.brSettings, c.cmdTimeout)
-		if err != nil {
-			return nil, err
-		}
-		c.be = be
-	} else {
-		c.be = newRedisBackend(rdb, c.brSettings, c.cmdTimeout)
+		spec = redlockSpec(append([]redis.UniversalClient{rdb}, c.redlock...))
 	}
-	for _, b := range c.be.breakers() {
-		c.tel.BreakerState(context.Background(), b.Name(), int(breaker.StateClosed))
+	if err := c.open(spec); err != nil {
+		return nil, err
 	}
 	ttlEnv, err := readTTLOverrides(environ())
 	if err != nil {
@@ -161,6 +161,44 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.ttlEnv = ttlEnv
 	return c, nil
+}
+
+// open opens spec's backend and puts the Client's breakers in front of it:
+// one per node (per Cluster master), or, for a quorum backend, one per
+// member, through cfg.Guard.
+func (c *Client) open(spec backend.Spec) error {
+	if spec.Err != nil {
+		return spec.Err
+	}
+	if spec.Open == nil {
+		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.Backend(pool))")
+	}
+	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
+	if err != nil {
+		return err
+	}
+	if r, ok := be.(backend.FencingRefuser); ok {
+		c.noFencing = r.FencingError()
+	}
+	if _, ok := be.(backend.Quorum); !ok {
+		name := spec.Name
+		if n, ok := be.(backend.Named); ok {
+			name = n.Name()
+		}
+		be = c.guard(name, be)
+	}
+	c.be = be
+	return nil
+}
+
+// redisSpec is the backend of one go-redis client.
+func redisSpec(rdb redis.UniversalClient) backend.Spec {
+	if rdb == nil {
+		return backend.Spec{Err: errors.New("lockkit: New: nil redis client")}
+	}
+	return backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
+		return newRedisBackend(rdb, cfg.CommandTimeout), nil
+	}}
 }
 
 // registered holds the names of the domains this program declares, by the
@@ -280,8 +318,8 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 		errs = append(errs, err)
 	}
-	if len(c.redlock) > 0 && d.policy.Fencing {
-		errs = append(errs, errRedlockFencing)
+	if c.noFencing != nil && d.policy.Fencing {
+		errs = append(errs, c.noFencing)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)
@@ -313,7 +351,7 @@ func (d *Domain) Policy() Policy { return d.policy }
 func (c *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cmdTimeout)
 	defer cancel()
-	if err := c.be.ping(ctx); err != nil {
+	if err := c.be.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: ping: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -423,7 +461,7 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("lockkit: close: waiting for renewals: %w", ctx.Err()))
 		}
 	}
-	c.be.close()
+	_ = c.be.Close()
 	return errors.Join(errs...)
 }
 

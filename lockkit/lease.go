@@ -160,7 +160,7 @@ func (l *Lease) extend(parent context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
 	defer cancel()
 	sent := time.Now()
-	ok, err := d.c.be.extend(ctx, l.lock.key, l.token, d.policy.TTL)
+	ok, err := d.c.be.Extend(ctx, l.lock.key, l.token, d.policy.TTL)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && parent.Err() != nil:
 		// Cut short by its caller (Release or Close cancel the lease's ctx
@@ -291,7 +291,7 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	defer c.untrack(l)
 
 	_, span := l.hold.StartRelease(ctx)
-	ok, err := c.be.release(cctx, l.lock.key, l.token)
+	ok, err := c.be.Release(cctx, l.lock.key, l.token)
 	outcome := telemetry.OutcomeReleased
 	var foundLost error
 	switch {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 )
 
@@ -205,15 +206,19 @@ func ctxOutcome(ctx context.Context) telemetry.Outcome {
 	return telemetry.OutcomeCanceled
 }
 
-// attempt sends one acquisition. It returns errContended-free errors: nil,
+// attempt sends one acquisition. It returns nil,
 // a wrapped ErrNotAcquired, or a wrapped ErrUnavailable.
 func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
 	d := l.d
-	fence, err := d.c.be.acquire(ctx, l.key, token, &d.policy)
+	p := &d.policy
+	fence, err := d.c.be.Acquire(ctx, &backend.Request{
+		Key: l.key, Token: token, TTL: p.TTL, Fencing: p.Fencing,
+		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
+	})
 	switch {
 	case err == nil:
 		return fence, nil
-	case errors.Is(err, errContended):
+	case errors.Is(err, backend.ErrContended):
 		return 0, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
@@ -232,7 +237,7 @@ func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
 func (l Lock) releaseToken(ctx context.Context, token string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
-	_, _ = l.d.c.be.release(rctx, l.key, token)
+	_, _ = l.d.c.be.Release(rctx, l.key, token)
 }
 
 // finalError describes an acquisition that ended without a lease. A lone

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 )
@@ -70,7 +71,8 @@ var errRedlockFencing = errors.New("fencing is not available on a Redlock client
 
 // newRedlockBackend makes the Redlock backend over nodes (the client given to
 // New first). Each node gets its own single-node backend, with its own breaker.
-func newRedlockBackend(nodes []redis.UniversalClient, s breaker.Settings, cmdTimeout time.Duration) (backend, error) {
+func newRedlockBackend(nodes []redis.UniversalClient, cfg backend.Config) (*redlockBackend, error) {
+	cmdTimeout := cfg.CommandTimeout
 	n := len(nodes)
 	switch {
 	case n < 3:
@@ -98,7 +100,7 @@ func newRedlockBackend(nodes []redis.UniversalClient, s breaker.Settings, cmdTim
 				seen[id] = i
 			}
 		}
-		b.nodes = append(b.nodes, redlockNode{name: name, be: newRedisBackend(rdb, s, cmdTimeout)})
+		b.nodes = append(b.nodes, redlockNode{name: name, be: cfg.Guard(name, newRedisBackend(rdb, cmdTimeout))})
 	}
 	return b, nil
 }
@@ -155,12 +157,25 @@ type redlockBackend struct {
 	workers workerPool
 }
 
+// redlockNode is one member: a single-node Redis backend behind its own
+// breaker, which the Client put there (backend.Config.Guard).
 type redlockNode struct {
 	name string
-	be   redisBackend
+	be   backend.Backend
 }
 
-var _ backend = (*redlockBackend)(nil)
+var (
+	_ backend.Backend        = (*redlockBackend)(nil)
+	_ backend.Quorum         = (*redlockBackend)(nil)
+	_ backend.FencingRefuser = (*redlockBackend)(nil)
+)
+
+// redlockSpec is the Redlock backend over nodes.
+func redlockSpec(nodes []redis.UniversalClient) backend.Spec {
+	return backend.Spec{Name: "redlock", Open: func(cfg backend.Config) (backend.Backend, error) {
+		return newRedlockBackend(nodes, cfg)
+	}}
+}
 
 // nodeResult is what one node said in one Redlock operation.
 type nodeResult uint8
@@ -220,29 +235,25 @@ func (o nodeOutcome) String() string {
 // records them on the acquire span). The returned slice is owned by the
 // caller and not changed afterwards.
 type nodeReporter interface {
-	acquireNodes(ctx context.Context, key, token string, p *Policy) (int64, []nodeOutcome, error)
+	acquireNodes(ctx context.Context, req *backend.Request) (int64, []nodeOutcome, error)
 }
 
 var _ nodeReporter = (*redlockBackend)(nil)
 
-func (b *redlockBackend) close() { b.workers.stop() }
+// Close stops the idle workers.
+func (b *redlockBackend) Close() error { b.workers.stop(); return nil }
 
-// openTolerated: locks are still granted while a majority's breakers are
+// Tolerated: locks are still granted while a majority's breakers are
 // closed, so health stays green with up to N − quorum nodes open.
-func (b *redlockBackend) openTolerated() int { return len(b.nodes) - b.quorum }
+func (b *redlockBackend) Tolerated() int { return len(b.nodes) - b.quorum }
 
-func (b *redlockBackend) breakers() []*breaker.Breaker {
-	var out []*breaker.Breaker
-	for i := range b.nodes {
-		out = append(out, b.nodes[i].be.breakers()...)
-	}
-	return out
-}
+// FencingError refuses fencing domains (see errRedlockFencing).
+func (b *redlockBackend) FencingError() error { return errRedlockFencing }
 
 // acquire is one attempt; each node's outcome becomes a
 // lockkit.redlock.node event on the acquire span in ctx.
-func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Policy) (int64, error) {
-	_, nodes, err := b.acquireNodes(ctx, key, token, p)
+func (b *redlockBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+	_, nodes, err := b.acquireNodes(ctx, req)
 	for _, o := range nodes {
 		telemetry.RedlockNode(ctx, o.Node, o.Result.String(), o.Latency, o.Err)
 	}
@@ -259,7 +270,7 @@ func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Poli
 //     is the acquire loop's, on its clock, with elapsed running from before
 //     this call to its return, so it includes the slowest node needed for
 //     the majority.
-//   - ok < majority, ok + held ≥ majority: errContended (ErrNotAcquired).
+//   - ok < majority, ok + held ≥ majority: backend.ErrContended (ErrNotAcquired).
 //     A majority answered and the lock is held on enough of them that no
 //     majority was free.
 //   - ok + held < majority: fewer than a majority answered, so nothing can be
@@ -271,7 +282,8 @@ func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Poli
 // waiting for slow nodes. Every failed attempt is released on the nodes that
 // may have taken the key: at once on those that answered, and by the node's
 // own goroutine when its answer arrives for those that had not.
-func (b *redlockBackend) acquireNodes(ctx context.Context, key, token string, p *Policy) (int64, []nodeOutcome, error) {
+func (b *redlockBackend) acquireNodes(ctx context.Context, p *backend.Request) (int64, []nodeOutcome, error) {
+	key, token := p.Key, p.Token
 	if p.Fencing {
 		return 0, nil, errRedlockFencing // Client.Domain refuses it first
 	}
@@ -315,7 +327,7 @@ func (b *redlockBackend) acquireNodes(ctx context.Context, key, token string, p 
 	}
 	b.releaseAnswered(ctx, key, token, nodes)
 	if ok+held >= b.quorum {
-		return 0, nodes, errContended
+		return 0, nodes, backend.ErrContended
 	}
 	return 0, nodes, b.failure("acquire", nodes)
 }
@@ -346,12 +358,12 @@ func (b *redlockBackend) releaseAnswered(ctx context.Context, key, token string,
 func (b *redlockBackend) releaseOn(ctx context.Context, i int, key, token string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = b.nodes[i].be.release(rctx, key, token)
+	_, _ = b.nodes[i].be.Release(rctx, key, token)
 }
 
-func (b *redlockBackend) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+func (b *redlockBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	return b.majority(ctx, "extend", nil, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return n.be.extend(ctx, key, token, ttl)
+		return n.be.Extend(ctx, key, token, ttl)
 	})
 }
 
@@ -359,7 +371,7 @@ func (b *redlockBackend) extend(ctx context.Context, key, token string, ttl time
 // answered yet is not sent a release that could overtake it: the lease is
 // marked abandoned, and that node's acquire releases the key as soon as it
 // answers.
-func (b *redlockBackend) release(ctx context.Context, key, token string) (bool, error) {
+func (b *redlockBackend) Release(ctx context.Context, key, token string) (bool, error) {
 	var skip []bool
 	if v, ok := b.pending.LoadAndDelete(token); ok {
 		r := v.(*redlockRound)
@@ -372,14 +384,14 @@ func (b *redlockBackend) release(ctx context.Context, key, token string) (bool, 
 		r.mu.Unlock()
 	}
 	return b.majority(ctx, "release", skip, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return n.be.release(ctx, key, token)
+		return n.be.Release(ctx, key, token)
 	})
 }
 
 // ping succeeds when a majority of nodes answer.
-func (b *redlockBackend) ping(ctx context.Context) error {
+func (b *redlockBackend) Ping(ctx context.Context) error {
 	_, err := b.majority(ctx, "ping", nil, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return true, n.be.ping(ctx)
+		return true, n.be.Ping(ctx)
 	})
 	return err
 }
@@ -489,12 +501,12 @@ func (b *redlockBackend) newRound(key, token string) *redlockRound {
 }
 
 // acquireOn runs the acquisition on node i, through its breaker.
-func (r *redlockRound) acquireOn(ctx context.Context, i int, p *Policy) {
-	_, err := r.b.nodes[i].be.acquire(ctx, r.key, r.token, p)
+func (r *redlockRound) acquireOn(ctx context.Context, i int, p *backend.Request) {
+	_, err := r.b.nodes[i].be.Acquire(ctx, p)
 	res := nodeOK
 	switch {
 	case err == nil:
-	case errors.Is(err, errContended):
+	case errors.Is(err, backend.ErrContended):
 		res, err = nodeHeld, nil
 	case errors.Is(err, breaker.ErrOpen):
 		res = nodeRefused

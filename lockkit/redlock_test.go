@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/backend"
 	"slices"
 	"strconv"
 	"strings"
@@ -143,7 +144,7 @@ func TestRedlockConfig(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, want := len(cl.be.breakers()), 1+len(tc.more); got != want {
+				if got, want := len(cl.breakers()), 1+len(tc.more); got != want {
 					t.Fatalf("%d breakers, want one per node (%d)", got, want)
 				}
 				return
@@ -241,7 +242,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 	l := lockOn(d, "shared")
 	// The per-node outcomes the acquire span gets.
 	token := "probe-token"
-	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), l.Key(), token, &d.policy)
+	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), &backend.Request{Key: l.Key(), Token: token, TTL: d.policy.TTL})
 	if err != nil {
 		t.Fatalf("acquire with 2 of 5 killed: %v (%v)", err, outs)
 	}
@@ -260,7 +261,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 			t.Fatalf("node %d: %v, want %v", i, o, want)
 		}
 	}
-	if _, err := c.be.release(t.Context(), l.Key(), token); err != nil {
+	if _, err := c.be.Release(t.Context(), l.Key(), token); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Ping(t.Context()); err != nil {
