@@ -14,7 +14,6 @@ import (
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -28,13 +27,11 @@ const SupportPackageIsVersion1 = true
 // DefaultCommandTimeout bounds each Redis command a lock operation sends.
 const DefaultCommandTimeout = policy.DefaultCommandTimeout
 
-// Client runs lock operations on one Redis deployment. It is safe for
+// Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         backend.Backend         // guarded by the Client's breakers (a quorum backend: its members)
-	redlock    []redis.UniversalClient // further Redlock nodes; none for a single deployment
-	redlockOpt bool                    // WithRedlock was given
-	noFencing  error                   // why fencing domains are refused, for a backend that cannot fence
+	be         backend.Backend // guarded by the Client's breakers (a quorum backend: its members)
+	noFencing  error           // why fencing domains are refused, for a backend that cannot fence
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -112,14 +109,12 @@ func WithBreaker(s breaker.Settings) Option {
 	return func(c *Client) { c.brSettings = s }
 }
 
-// New returns a client over rdb: a *redis.Client, a Sentinel failover client
-// or a *redis.ClusterClient. It opens no connections of its own and does not
-// close rdb. It reads the LOCKKIT_TTL_* environment variables once and fails
-// if one of them is invalid.
-func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	if rdb == nil {
-		return nil, errors.New("lockkit: New: nil redis client")
-	}
+// New returns a client whose locks live in b: lockkit.Redis(rdb),
+// lockkit.Redlock(nodes...) or postgres.Backend(pool). It opens no
+// connections of its own and does not close the clients b was made from. It
+// reads the LOCKKIT_TTL_* environment variables once and fails if one of them
+// is invalid.
+func New(b Backend, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
 		cmdTimeout: DefaultCommandTimeout,
@@ -142,14 +137,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 			userOnChange(name, from, to)
 		}
 	}
-	if c.redlockOpt && len(c.redlock) == 0 {
-		return nil, errors.New("lockkit: WithRedlock needs the other nodes: New(node0, WithRedlock(node1, node2)) runs Redlock over 3")
-	}
-	spec := redisSpec(rdb)
-	if len(c.redlock) > 0 {
-		spec = redlockSpec(append([]redis.UniversalClient{rdb}, c.redlock...))
-	}
-	if err := c.open(spec); err != nil {
+	if err := c.open(b.spec); err != nil {
 		return nil, err
 	}
 	ttlEnv, err := readTTLOverrides(environ())
@@ -189,16 +177,6 @@ func (c *Client) open(spec backend.Spec) error {
 	}
 	c.be = be
 	return nil
-}
-
-// redisSpec is the backend of one go-redis client.
-func redisSpec(rdb redis.UniversalClient) backend.Spec {
-	if rdb == nil {
-		return backend.Spec{Err: errors.New("lockkit: New: nil redis client")}
-	}
-	return backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
-		return newRedisBackend(rdb, cfg.CommandTimeout), nil
-	}}
 }
 
 // registered holds the names of the domains this program declares, by the

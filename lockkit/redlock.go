@@ -16,46 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// WithRedlock makes the client run the Redlock algorithm over N independent
-// Redis nodes: the client given to New plus these. N must be odd and at
-// least 3 (typically 3 or 5); New fails otherwise, and when two of the
-// clients are the same client or point at the same address (one server
-// counted twice would fake a majority).
-//
-// The deployment decides this, not the schema: the same generated helpers
-// work either way. Every node should be an independent primary (its own
-// machine, no replication between them); a node may be a Sentinel failover
-// client, but then that node alone is subject to failover's weaknesses.
-//
-// What the client does with N nodes:
-//
-//   - Acquire sends the acquire script to every node at once, each through
-//     its node's own circuit breaker, and grants the lease once a majority
-//     (N/2+1) has taken the key and the lease is still valid: ttl − elapsed −
-//     drift > 0, drift 1% of the TTL + 2ms, elapsed measured from before the
-//     first send to the return, which comes once the majority answered (plus
-//     at most as long again for the remaining nodes, so that healthy
-//     stragglers are counted; a hung node is not waited for). If the attempt
-//     fails it is released on every node that may have taken the key,
-//     including nodes that had not answered yet (they release as soon as
-//     their answer arrives, so the release is never overtaken by the
-//     acquire).
-//   - A failed attempt is ErrNotAcquired when a majority of nodes answered
-//     but the lock is held on too many of them, and ErrUnavailable when fewer
-//     than a majority answered at all: a majority that cannot be reached is a
-//     backend failure, not contention.
-//   - Extend needs a majority of nodes to extend; the lease is lost when a
-//     majority answered and too few still held it, and stays (until its
-//     deadline) when no majority answered. Release goes to every node and
-//     reports the lease held when a majority deleted it.
-//
-// Fencing domains are refused on a Redlock client (see errRedlockFencing).
-// A domain's Policy.Replicas applies to each node on its own: a node counts
-// toward the majority only if that many of its own replicas acknowledged.
-func WithRedlock(nodes ...redis.UniversalClient) Option {
-	return func(c *Client) { c.redlockOpt, c.redlock = true, append(c.redlock, nodes...) }
-}
-
 // errRedlockFencing refuses fencing domains on a Redlock client. Redlock
 // cannot issue a fencing number worth the name: each node keeps its own
 // counter, two successive majorities may overlap in a single node, and that
@@ -69,33 +29,32 @@ var errRedlockFencing = errors.New("fencing is not available on a Redlock client
 	"single node, which may have restarted with its counter lost); turn fencing off for this " +
 	"domain, or serve it from a single primary (with Sentinel and replicas: WAIT) or a Cluster")
 
-// newRedlockBackend makes the Redlock backend over nodes (the client given to
-// New first). Each node gets its own single-node backend, with its own breaker.
+// newRedlockBackend makes the Redlock backend over nodes. Each node gets its own single-node backend, with its own breaker.
 func newRedlockBackend(nodes []redis.UniversalClient, cfg backend.Config) (*redlockBackend, error) {
 	cmdTimeout := cfg.CommandTimeout
 	n := len(nodes)
 	switch {
 	case n < 3:
-		return nil, fmt.Errorf("lockkit: WithRedlock: Redlock needs at least 3 independent nodes (the client given to New plus the option's), got %d", n)
+		return nil, fmt.Errorf("lockkit: Redlock needs at least 3 independent nodes, got %d", n)
 	case n%2 == 0:
-		return nil, fmt.Errorf("lockkit: WithRedlock: Redlock needs an odd number of nodes, got %d: a majority of %d is %d, which tolerates no more failed nodes than %d would; add or remove one", n, n, n/2+1, n-1)
+		return nil, fmt.Errorf("lockkit: Redlock needs an odd number of nodes, got %d: a majority of %d is %d, which tolerates no more failed nodes than %d would; add or remove one", n, n, n/2+1, n-1)
 	}
 	b := &redlockBackend{quorum: n/2 + 1, cmdTimeout: cmdTimeout, workers: newWorkerPool()}
 	seen := make(map[string]int, n)
 	for i, rdb := range nodes {
 		if rdb == nil {
-			return nil, fmt.Errorf("lockkit: WithRedlock: node %d is a nil client", i)
+			return nil, fmt.Errorf("lockkit: Redlock: node %d is a nil client", i)
 		}
 		for j := range i {
 			if nodes[j] == rdb {
-				return nil, fmt.Errorf("lockkit: WithRedlock: nodes %d and %d are the same client; Redlock needs independent nodes", j, i)
+				return nil, fmt.Errorf("lockkit: Redlock: nodes %d and %d are the same client; Redlock needs independent nodes", j, i)
 			}
 		}
 		name := nodeName(rdb)
 		if c, ok := rdb.(*redis.Client); ok && name != "FailoverClient" {
 			for _, id := range endpoints(c.Options().Network, name) {
 				if j, dup := seen[id]; dup && j != i {
-					return nil, fmt.Errorf("lockkit: WithRedlock: nodes %d and %d both point at %s (%s); Redlock needs independent nodes", j, i, id, name)
+					return nil, fmt.Errorf("lockkit: Redlock: nodes %d and %d both point at %s (%s); Redlock needs independent nodes", j, i, id, name)
 				}
 				seen[id] = i
 			}
@@ -141,7 +100,7 @@ func nodeName(rdb redis.UniversalClient) string {
 }
 
 // redlockBackend runs every operation on all of its nodes in parallel and
-// decides by majority. See WithRedlock for the rules.
+// decides by majority. See Redlock for the rules.
 type redlockBackend struct {
 	nodes      []redlockNode
 	quorum     int

@@ -190,7 +190,7 @@ func (e *Env) NewClient(opts ...lockkit.Option) (*lockkit.Client, error) {
 // NewRedis. Close closes it before rdb.
 func (e *Env) NewClientOn(rdb *redis.Client, opts ...lockkit.Option) (*lockkit.Client, error) {
 	all := append([]lockkit.Option{lockkit.WithLogger(e.log), lockkit.WithTracerProvider(e.TracerProvider)}, opts...)
-	lk, err := lockkit.New(rdb, all...)
+	lk, err := lockkit.New(lockkit.Redis(rdb), all...)
 	if err != nil {
 		return nil, err
 	}
