@@ -1,7 +1,9 @@
 package lockkit
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/redis/go-redis/v9"
@@ -24,6 +26,24 @@ type Backend struct {
 
 func init() {
 	backend.Public = func(s backend.Spec) any { return Backend{spec: s} }
+	backend.DoOn = func(ctx context.Context, lock any, be backend.Backend, fn any) error {
+		l, ok := lock.(Lock)
+		if !ok {
+			return fmt.Errorf("lockkit: DoOn: %T is not a lockkit.Lock", lock)
+		}
+		f, ok := fn.(func(context.Context, *Lease) error)
+		if !ok {
+			return fmt.Errorf("lockkit: DoOn: %T is not a Do function", fn)
+		}
+		if l.d == nil {
+			return ErrNoClient
+		}
+		lease, fctx, err := l.acquireOn(ctx, be, true, true)
+		if err != nil {
+			return err
+		}
+		return lease.run(fctx, f)
+	}
 }
 
 // Redis is the backend of one Redis deployment: rdb is a *redis.Client, a

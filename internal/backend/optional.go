@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -83,3 +84,14 @@ type Spec struct {
 // when it is initialized, so that backend packages outside lockkit (which
 // import it) can build the public value without lockkit exporting the seam.
 var Public func(Spec) any
+
+// DoOn runs lockkit's Lock.Do (lock, a lockkit.Lock; fn, a
+// func(context.Context, *lockkit.Lease) error) with be in place of the
+// Client's backend: for a lock that lives as long as a transaction
+// (postgres.DoTx), with the Client's retries, telemetry, lease tracking,
+// deadlines and error vocabulary. Package lockkit sets it.
+var DoOn func(ctx context.Context, lock any, be Backend, fn any) error
+
+// ErrFinal, wrapped by a backend error, tells the Client not to retry: the
+// backend cannot succeed on this request any more (an aborted transaction).
+var ErrFinal = errors.New("lockkit: no retry possible")
