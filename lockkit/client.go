@@ -141,10 +141,11 @@ func New(b Backend, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	ttlEnv, err := readTTLOverrides(environ())
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = checkOverridesNameDomains(ttlEnv)
 	}
-	if err := checkOverridesNameDomains(ttlEnv); err != nil {
+	if err != nil {
+		_ = c.be.Close() // what the backend started of its own (Redlock's workers)
 		return nil, err
 	}
 	c.ttlEnv = ttlEnv

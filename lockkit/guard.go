@@ -3,6 +3,8 @@ package lockkit
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -24,6 +26,7 @@ type guarded struct {
 	name       string         // the breaker of the whole deployment
 	router     backend.Router // nil: one breaker
 	capacity   backend.Capacity
+	classifier backend.Classifier
 	cheap      bool // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
@@ -32,12 +35,17 @@ type guarded struct {
 	order  []*breaker.Breaker // in creation order, for health reports
 }
 
+// errServerFailure is what the breaker is told of a failure that only the
+// backend recognises (backend.Classifier); the caller gets the real error.
+var errServerFailure = fmt.Errorf("lockkit: the backend reported a server failure: %w", io.ErrUnexpectedEOF)
+
 // guard wraps be in breakers named after name (or its nodes), registered
 // with c for health reports and telemetry.
 func (c *Client) guard(name string, be backend.Backend) backend.Backend {
 	g := &guarded{be: be, c: c, name: name, cmdTimeout: c.cmdTimeout, byNode: make(map[string]*breaker.Breaker)}
 	g.router, _ = be.(backend.Router)
 	g.capacity, _ = be.(backend.Capacity)
+	g.classifier, _ = be.(backend.Classifier)
 	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
 		g.named(name, true)
@@ -132,6 +140,8 @@ func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, err
 			return nil
 		case g.capacity != nil && g.capacity.IsCapacity(err):
 			return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
+		case g.classifier != nil && g.classifier.IsFailure(err):
+			return errServerFailure
 		}
 		return err
 	})

@@ -298,7 +298,7 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	var foundLost error
 	switch {
 	case err != nil:
-		err = fmt.Errorf("lockkit: release %s: %w: %w (the key expires by its TTL)", l.lock.key, ErrUnavailable, err)
+		err = fmt.Errorf("lockkit: release %s: %w: %w (the lock expires by its TTL, or with its session on PostgreSQL)", l.lock.key, ErrUnavailable, err)
 		outcome = telemetry.OutcomeUnavailable
 	case !ok:
 		err = fmt.Errorf("lockkit: release %s: %w", l.lock.key, ErrNotHeld)

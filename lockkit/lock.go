@@ -21,7 +21,7 @@ type Lock struct {
 	key string
 }
 
-// Key is the Redis key of the lock.
+// Key is the lock's key (prefix included).
 func (l Lock) Key() string { return l.key }
 
 // Do acquires the lock, retrying per the domain's policy, runs fn, and

@@ -28,8 +28,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
@@ -87,6 +89,22 @@ type pgBackend struct {
 func (b pgBackend) Name() string { return b.name }
 
 func (b pgBackend) IsCapacity(err error) bool { return errors.Is(err, pgbackend.ErrNoSession) }
+
+// IsFailure: a connection exception (SQLSTATE class 08) or a server shutting
+// down or starting up (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
+// cannot_connect_now) means the server cannot serve locks now; the breaker
+// counts it. Network errors it recognises by itself.
+func (b pgBackend) IsFailure(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+		return true
+	}
+	return false
+}
 
 // MigrationSQL creates the fence table (lockkit_fences) that fencing domains
 // need. Migrate runs it; a schema migration tool can run it instead.

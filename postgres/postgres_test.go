@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
@@ -617,5 +618,68 @@ func TestDoTx(t *testing.T) {
 		if err := lockOf(c2, "tx", p, "x").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { return nil }); err != nil {
 			t.Fatalf("TryDo after DoTx (commit %v): %v", commit, err)
 		}
+	}
+}
+
+// A stopped server: acquisitions fail with ErrUnavailable (never
+// ErrNotAcquired), the breaker opens after its consecutive failures and then
+// refuses at once, health says 503-unhealthy and names the open breaker;
+// once the server is back the breaker closes again and locks are granted.
+func TestServerDownBreaker(t *testing.T) {
+	pg := startPG(t)
+	var changes []string
+	var mu sync.Mutex
+	c, err := lockkit.New(postgres.Backend(newPool(t, pg.DSN(), 4)),
+		lockkit.WithLogger(slog.New(slog.DiscardHandler)),
+		lockkit.WithBreaker(breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 300 * time.Millisecond,
+			OnStateChange: func(_ string, from, to breaker.State) {
+				mu.Lock()
+				changes = append(changes, from.String()+"->"+to.String())
+				mu.Unlock()
+			}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(ctxT(t, 5*time.Second)) })
+	l := lockOf(c, "down", lockkit.Policy{TTL: 3 * time.Second}, "x")
+	try := func() error {
+		lease, err := l.TryAcquire(ctxT(t, 10*time.Second))
+		if err == nil {
+			_ = lease.Release(ctxT(t, 5*time.Second))
+		}
+		return err
+	}
+	if err := try(); err != nil {
+		t.Fatal(err)
+	}
+	pg.Stop(t)
+	for i := range 5 {
+		err := try()
+		if !errors.Is(err, lockkit.ErrUnavailable) || errors.Is(err, lockkit.ErrNotAcquired) {
+			t.Fatalf("attempt %d with the server down: %v, want ErrUnavailable", i, err)
+		}
+		if i >= 3 && !errors.Is(err, breaker.ErrOpen) {
+			t.Fatalf("attempt %d after 3 failures: %v, want the open breaker's refusal", i, err)
+		}
+	}
+	h := c.Health(ctxT(t, 5*time.Second))
+	if h.Healthy || len(h.Breakers) != 1 || h.Breakers[0].State != "open" {
+		t.Fatalf("health with the server down: %+v", h)
+	}
+	pg.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for try() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no lock 10s after the server came back: %v", try())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h := c.Health(ctxT(t, 5*time.Second)); !h.Healthy {
+		t.Fatalf("health after the server came back: %+v", h)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half-open->closed" {
+		t.Fatalf("breaker changes %v; want closed->open first and half-open->closed last", changes)
 	}
 }

@@ -54,6 +54,15 @@ type Capacity interface {
 	IsCapacity(err error) bool
 }
 
+// Classifier is implemented by a backend whose failures the Client's
+// breaker cannot recognise on its own (it knows network errors and Redis
+// replies): IsFailure reports whether err means the server cannot serve
+// locks now (shutting down, starting up, connection lost), so that the
+// breaker counts it.
+type Classifier interface {
+	IsFailure(err error) bool
+}
+
 // FencingRefuser is implemented by a backend that cannot issue fences worth
 // the name (Redlock). The Client refuses fencing domains on it with the error.
 type FencingRefuser interface {
