@@ -66,7 +66,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithCommandTimeout bounds each Redis command (acquire, extend, release).
 // Keep it well under the shortest TTL. Default: DefaultCommandTimeout.
 //
-// The timeout reaches the network only when the go-redis client has
+// On Redis, the timeout reaches the network only when the go-redis client has
 // ContextTimeoutEnabled set; otherwise go-redis applies its own read and
 // write timeouts. Lease deadlines are tracked locally either way.
 func WithCommandTimeout(d time.Duration) Option {
@@ -350,7 +350,7 @@ func (c *Client) Ping(ctx context.Context) error {
 // first, Close stops renewing whatever it could not release, so those locks
 // expire by their TTL (a Do still running then returns ErrLockLost at its
 // deadline), and returns an error saying how many were left. Close does not
-// close the go-redis client.
+// close the clients the backend was made from (go-redis client, pgx pool).
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
@@ -440,7 +440,14 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("lockkit: close: waiting for renewals: %w", ctx.Err()))
 		}
 	}
-	_ = c.be.Close()
+	if len(left) == 0 {
+		// The backend's own resources go only once nothing runs on them:
+		// closing a PostgreSQL backend ends the sessions of the leases it
+		// still holds, which would free a lock under a running fn before its
+		// deadline. Left leases stop renewing and expire by their TTL (on
+		// PostgreSQL, the idle limit of their sessions), as on Redis.
+		_ = c.be.Close()
+	}
 	return errors.Join(errs...)
 }
 

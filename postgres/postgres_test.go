@@ -683,3 +683,44 @@ func TestServerDownBreaker(t *testing.T) {
 		t.Fatalf("breaker changes %v; want closed->open first and half-open->closed last", changes)
 	}
 }
+
+// Close bounded by a ctx that ends while fn still runs: the lock stays held
+// (its session is not closed under fn), Close says a lease was left, and the
+// lock is released when fn returns.
+func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
+	pg := startPG(t)
+	admin := newPool(t, pg.DSN(), 2)
+	c1, err := lockkit.New(postgres.Backend(newPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := lockkit.Policy{TTL: 5 * time.Second}
+	acquired := make(chan string, 1)
+	finish := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- lockOf(c1, "closeto", p, "x").Do(ctxT(t, 30*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
+			acquired <- lease.Key()
+			<-finish // ignores ctx: a slow fn
+			return nil
+		})
+	}()
+	key := <-acquired
+	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err = c1.Close(short)
+	cancel()
+	if err == nil || !strings.Contains(err.Error(), "1 of 1 leases were not released") {
+		t.Fatalf("Close with fn still running = %v; want it to say the lease was left", err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if holderPID(t, admin, key) == 0 {
+		t.Fatal("the lock was freed by Close while fn was still running")
+	}
+	close(finish)
+	if err := <-done; err != nil {
+		t.Fatalf("Do after fn returned: %v", err)
+	}
+	if pid := holderPID(t, admin, key); pid != 0 {
+		t.Fatalf("the lock is still held (pid %d) after Do returned", pid)
+	}
+}
