@@ -54,7 +54,7 @@ type contender func(ctx context.Context) (release func(), err error)
 // newContendedClient is the one place that builds a lockkit.Client, so the
 // coming constructor change (lockkit.New(lockkit.Redis(rdb))) is one edit.
 func newContendedClient(rdb redis.UniversalClient) (*lockkit.Client, error) {
-	return lockkit.New(rdb)
+	return lockkit.New(lockkit.Redis(rdb))
 }
 
 func BenchmarkContendedFloorSetNX10ms(b *testing.B) {

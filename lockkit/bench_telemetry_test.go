@@ -35,7 +35,7 @@ import (
 func BenchmarkDoTelemetry(b *testing.B) {
 	rdb := benchRedis(b)
 	newBenchClient := func(b *testing.B, opts ...Option) *Client {
-		c, err := New(rdb, opts...)
+		c, err := New(Redis(rdb), opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func BenchmarkAcquireReleaseFenced(b *testing.B) { benchAcquireRelease(b, true) 
 
 func benchAcquireRelease(b *testing.B, fencing bool) {
 	rdb := benchRedis(b)
-	c, err := New(rdb)
+	c, err := New(Redis(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -285,7 +285,7 @@ func TestBreakerLeaseLostLongStop(t *testing.T) {
 //	go test -run '^$' -bench AcquireBreakerOpen -benchmem ./lockkit/
 func BenchmarkAcquireBreakerOpen(b *testing.B) {
 	r := testserver.StartRedis(b)
-	c, err := New(r.Client(b), WithLogger(slog.New(slog.DiscardHandler)), WithCommandTimeout(faultCmdTimeout),
+	c, err := New(Redis(r.Client(b)), WithLogger(slog.New(slog.DiscardHandler)), WithCommandTimeout(faultCmdTimeout),
 		WithBreaker(breaker.Settings{ConsecutiveFailures: faultTrip, OpenTimeout: time.Hour}))
 	if err != nil {
 		b.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -27,12 +27,11 @@ const SupportPackageIsVersion1 = true
 // DefaultCommandTimeout bounds each Redis command a lock operation sends.
 const DefaultCommandTimeout = policy.DefaultCommandTimeout
 
-// Client runs lock operations on one Redis deployment. It is safe for
+// Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         backend
-	redlock    []redis.UniversalClient // further Redlock nodes; none for a single deployment
-	redlockOpt bool                    // WithRedlock was given
+	be         backend.Backend // guarded by the Client's breakers (a quorum backend: its members)
+	noFencing  error           // why fencing domains are refused, for a backend that cannot fence
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -41,6 +40,9 @@ type Client struct {
 	ttlEnv     map[string]time.Duration
 
 	sched scheduler // lease deadlines and renewals
+
+	brMu   sync.Mutex
+	guards []*guarded // every breaker-guarded backend or member, for health reports
 
 	mu     sync.Mutex
 	closed bool
@@ -64,7 +66,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithCommandTimeout bounds each Redis command (acquire, extend, release).
 // Keep it well under the shortest TTL. Default: DefaultCommandTimeout.
 //
-// The timeout reaches the network only when the go-redis client has
+// On Redis, the timeout reaches the network only when the go-redis client has
 // ContextTimeoutEnabled set; otherwise go-redis applies its own read and
 // write timeouts. Lease deadlines are tracked locally either way.
 func WithCommandTimeout(d time.Duration) Option {
@@ -107,14 +109,12 @@ func WithBreaker(s breaker.Settings) Option {
 	return func(c *Client) { c.brSettings = s }
 }
 
-// New returns a client over rdb: a *redis.Client, a Sentinel failover client
-// or a *redis.ClusterClient. It opens no connections of its own and does not
-// close rdb. It reads the LOCKKIT_TTL_* environment variables once and fails
-// if one of them is invalid.
-func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
-	if rdb == nil {
-		return nil, errors.New("lockkit: New: nil redis client")
-	}
+// New returns a client whose locks live in b: lockkit.Redis(rdb),
+// lockkit.Redlock(nodes...) or postgres.Backend(pool). It opens no
+// connections of its own and does not close the clients b was made from. It
+// reads the LOCKKIT_TTL_* environment variables once and fails if one of them
+// is invalid.
+func New(b Backend, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
 		cmdTimeout: DefaultCommandTimeout,
@@ -137,30 +137,47 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Client, error) {
 			userOnChange(name, from, to)
 		}
 	}
-	if c.redlockOpt && len(c.redlock) == 0 {
-		return nil, errors.New("lockkit: WithRedlock needs the other nodes: New(node0, WithRedlock(node1, node2)) runs Redlock over 3")
-	}
-	if len(c.redlock) > 0 {
-		be, err := newRedlockBackend(append([]redis.UniversalClient{rdb}, c.redlock...), c.brSettings, c.cmdTimeout)
-		if err != nil {
-			return nil, err
-		}
-		c.be = be
-	} else {
-		c.be = newRedisBackend(rdb, c.brSettings, c.cmdTimeout)
-	}
-	for _, b := range c.be.breakers() {
-		c.tel.BreakerState(context.Background(), b.Name(), int(breaker.StateClosed))
-	}
-	ttlEnv, err := readTTLOverrides(environ())
-	if err != nil {
+	if err := c.open(b.spec); err != nil {
 		return nil, err
 	}
-	if err := checkOverridesNameDomains(ttlEnv); err != nil {
+	ttlEnv, err := readTTLOverrides(environ())
+	if err == nil {
+		err = checkOverridesNameDomains(ttlEnv)
+	}
+	if err != nil {
+		_ = c.be.Close() // what the backend started of its own (Redlock's workers)
 		return nil, err
 	}
 	c.ttlEnv = ttlEnv
 	return c, nil
+}
+
+// open opens spec's backend and puts the Client's breakers in front of it:
+// one per node (per Cluster master), or, for a quorum backend, one per
+// member, through cfg.Guard.
+func (c *Client) open(spec backend.Spec) error {
+	if spec.Err != nil {
+		return spec.Err
+	}
+	if spec.Open == nil {
+		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.Backend(pool))")
+	}
+	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
+	if err != nil {
+		return err
+	}
+	if r, ok := be.(backend.FencingRefuser); ok {
+		c.noFencing = r.FencingError()
+	}
+	if _, ok := be.(backend.Quorum); !ok {
+		name := spec.Name
+		if n, ok := be.(backend.Named); ok {
+			name = n.Name()
+		}
+		be = c.guard(name, be)
+	}
+	c.be = be
+	return nil
 }
 
 // registered holds the names of the domains this program declares, by the
@@ -280,8 +297,8 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 		errs = append(errs, err)
 	}
-	if len(c.redlock) > 0 && d.policy.Fencing {
-		errs = append(errs, errRedlockFencing)
+	if c.noFencing != nil && d.policy.Fencing {
+		errs = append(errs, c.noFencing)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)
@@ -313,7 +330,7 @@ func (d *Domain) Policy() Policy { return d.policy }
 func (c *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cmdTimeout)
 	defer cancel()
-	if err := c.be.ping(ctx); err != nil {
+	if err := c.be.Ping(ctx); err != nil {
 		return fmt.Errorf("%w: ping: %w", ErrUnavailable, err)
 	}
 	return nil
@@ -333,7 +350,7 @@ func (c *Client) Ping(ctx context.Context) error {
 // first, Close stops renewing whatever it could not release, so those locks
 // expire by their TTL (a Do still running then returns ErrLockLost at its
 // deadline), and returns an error saying how many were left. Close does not
-// close the go-redis client.
+// close the clients the backend was made from (go-redis client, pgx pool).
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
@@ -423,7 +440,14 @@ func (c *Client) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("lockkit: close: waiting for renewals: %w", ctx.Err()))
 		}
 	}
-	c.be.close()
+	if len(left) == 0 {
+		// The backend's own resources go only once nothing runs on them:
+		// closing a PostgreSQL backend ends the sessions of the leases it
+		// still holds, which would free a lock under a running fn before its
+		// deadline. Left leases stop renewing and expire by their TTL (on
+		// PostgreSQL, the idle limit of their sessions), as on Redis.
+		_ = c.be.Close()
+	}
 	return errors.Join(errs...)
 }
 

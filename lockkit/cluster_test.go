@@ -74,7 +74,7 @@ func TestClusterSpread(t *testing.T) {
 		}
 	}
 	names := map[string]bool{}
-	for _, b := range c.be.breakers() {
+	for _, b := range c.breakers() {
 		names[b.Name()] = true
 	}
 	for m := range perMaster {

@@ -22,7 +22,7 @@ func ExampleFencedSet() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	client, err := lockkit.New(rdb)
+	client, err := lockkit.New(lockkit.Redis(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func ExampleLock_Do() {
 	defer stop()
 	ctx := context.Background()
 
-	client, err := lockkit.New(rdb)
+	client, err := lockkit.New(lockkit.Redis(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func ExampleLock_TryDo() {
 	defer stop()
 	ctx := context.Background()
 
-	client, err := lockkit.New(rdb)
+	client, err := lockkit.New(lockkit.Redis(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func ExampleLock_TryDo() {
 func ExampleClient_Health() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	client, err := lockkit.New(rdb)
+	client, err := lockkit.New(lockkit.Redis(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}

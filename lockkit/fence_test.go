@@ -59,7 +59,7 @@ func TestFenceIssuedInOneRoundTrip(t *testing.T) {
 		sent = append(sent, name)
 		mu.Unlock()
 	}))
-	c, err := New(rdb, WithLogger(testLogger(t)))
+	c, err := New(Redis(rdb), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestFenceIncreasesAfterRestartWithDataLoss(t *testing.T) {
 func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c, err := New(cc, WithLogger(testLogger(t)))
+	c, err := New(Redis(cc), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func TestDoInPausedProcessReportsLoss(t *testing.T) {
 func pausedHolder() {
 	out := func(s string) { fmt.Println(s) }
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("LOCKKIT_PAUSED_HOLDER")})
-	c, err := New(rdb)
+	c, err := New(Redis(rdb))
 	if err != nil {
 		out("error " + err.Error())
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 )
 
 // Health is a point-in-time report on the backend, as served by
@@ -44,7 +45,7 @@ func (c *Client) Health(ctx context.Context) Health {
 		h.RTTMillis = float64(time.Since(start).Microseconds()) / 1000
 	}
 	var open []string
-	for i, b := range c.be.breakers() {
+	for i, b := range c.breakers() {
 		if i > 0 {
 			h.Backend += ","
 		}
@@ -55,7 +56,11 @@ func (c *Client) Health(ctx context.Context) Health {
 			open = append(open, b.Name())
 		}
 	}
-	if len(open) > c.be.openTolerated() {
+	tolerated := 0
+	if q, ok := c.be.(backend.Quorum); ok {
+		tolerated = q.Tolerated()
+	}
+	if len(open) > tolerated {
 		h.Healthy = false
 		if h.Error == "" {
 			h.Error = "circuit breaker open for " + strings.Join(open, ", ")

@@ -31,7 +31,13 @@ func newClient(t *testing.T, r *testserver.Redis, opts ...Option) *Client {
 // Cluster, a proxied one).
 func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(rdb, append([]Option{WithLogger(testLogger(t))}, opts...)...)
+	return newClientOn(t, Redis(rdb), opts...)
+}
+
+// newClientOn is newClient over any backend, closed with the test.
+func newClientOn(t *testing.T, be Backend, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(be, append([]Option{WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

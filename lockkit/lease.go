@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -16,6 +17,7 @@ import (
 // refused or its deadline passes without one.
 type Lease struct {
 	lock  Lock
+	be    backend.Backend // where it is held: the client's backend, or a transaction
 	token string
 	fence int64
 
@@ -51,14 +53,14 @@ const (
 // errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, token string, fence int64, deadline time.Time, hctx context.Context, hold *telemetry.Hold) *Lease {
+func newLease(l Lock, be backend.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *telemetry.Hold) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background()) // the lease's own: it outlives the acquire's ctx
 	logCtx := context.Background()
 	if hold != nil {
 		// Keep the span, not the caller's ctx: the lease outlives it.
 		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
 	}
-	return &Lease{lock: l, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
+	return &Lease{lock: l, be: be, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
 }
 
 // start arms the deadline and, unless renewal is off, the renewal, on the
@@ -160,7 +162,7 @@ func (l *Lease) extend(parent context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
 	defer cancel()
 	sent := time.Now()
-	ok, err := d.c.be.extend(ctx, l.lock.key, l.token, d.policy.TTL)
+	ok, err := l.be.Extend(ctx, l.lock.key, l.token, d.policy.TTL)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && parent.Err() != nil:
 		// Cut short by its caller (Release or Close cancel the lease's ctx
@@ -291,12 +293,12 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	defer c.untrack(l)
 
 	_, span := l.hold.StartRelease(ctx)
-	ok, err := c.be.release(cctx, l.lock.key, l.token)
+	ok, err := l.be.Release(cctx, l.lock.key, l.token)
 	outcome := telemetry.OutcomeReleased
 	var foundLost error
 	switch {
 	case err != nil:
-		err = fmt.Errorf("lockkit: release %s: %w: %w (the key expires by its TTL)", l.lock.key, ErrUnavailable, err)
+		err = fmt.Errorf("lockkit: release %s: %w: %w (the lock expires by its TTL, or with its session on PostgreSQL)", l.lock.key, ErrUnavailable, err)
 		outcome = telemetry.OutcomeUnavailable
 	case !ok:
 		err = fmt.Errorf("lockkit: release %s: %w", l.lock.key, ErrNotHeld)
@@ -325,7 +327,7 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 func (l *Lease) releaseUntracked() {
 	l.state = released
 	l.cancel(errReleased)
-	l.lock.releaseToken(context.Background(), l.token)
+	l.lock.releaseToken(context.Background(), l.be, l.token)
 }
 
 // run is the body of Do and TryDo: fn under the lease, then release. It

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 )
 
@@ -20,7 +21,7 @@ type Lock struct {
 	key string
 }
 
-// Key is the Redis key of the lock.
+// Key is the lock's key (prefix included).
 func (l Lock) Key() string { return l.key }
 
 // Do acquires the lock, retrying per the domain's policy, runs fn, and
@@ -78,6 +79,15 @@ func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) {
 // Do (forDo), the ctx for fn: it carries the hold span and is cancelled when
 // the lease is lost or the client closes.
 func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.Context, error) {
+	if l.d == nil {
+		return nil, ctx, ErrNoClient
+	}
+	return l.acquireOn(ctx, l.d.c.be, retry, forDo)
+}
+
+// acquireOn is acquire on be: the client's backend, or one that holds a
+// single lock for the length of a transaction (postgres.DoTx).
+func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bool) (*Lease, context.Context, error) {
 	d := l.d
 	if d == nil {
 		return nil, ctx, ErrNoClient
@@ -107,11 +117,11 @@ func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.C
 		attempts++
 		token := rand.Text()
 		sent := time.Now()
-		fence, err := l.attempt(actx, token)
+		fence, err := l.attempt(actx, be, token)
 		if err == nil {
 			validUntil := sent.Add(p.TTL - d.drift)
 			if time.Until(validUntil) > 0 {
-				lease := newLease(l, token, fence, validUntil, hctx, hold)
+				lease := newLease(l, be, token, fence, validUntil, hctx, hold)
 				fctx := hctx
 				if forDo {
 					fctx, lease.fnCancel = context.WithCancelCause(hctx)
@@ -141,7 +151,7 @@ func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.C
 			}
 			// The reply came too late to trust: the key may already have
 			// expired. Give it back and count it as a backend failure.
-			l.releaseToken(ctx, token)
+			l.releaseToken(ctx, be, token)
 			err = fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(sent).Round(time.Millisecond), p.TTL)
 		}
 		if attempts == 1 && err == ErrNotAcquired {
@@ -150,7 +160,7 @@ func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.C
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
-		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) {
+		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, backend.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
@@ -208,13 +218,17 @@ func ctxOutcome(ctx context.Context) telemetry.Outcome {
 // attempt sends one acquisition. It returns nil, the bare ErrNotAcquired
 // (compared with ==: contention is the common case and allocates nothing),
 // or an error wrapping ErrUnavailable.
-func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
+func (l Lock) attempt(ctx context.Context, be backend.Backend, token string) (int64, error) {
 	d := l.d
-	fence, err := d.c.be.acquire(ctx, l.key, token, &d.policy)
+	p := &d.policy
+	fence, err := be.Acquire(ctx, &backend.Request{
+		Key: l.key, Token: token, TTL: p.TTL, Fencing: p.Fencing,
+		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
+	})
 	switch {
 	case err == nil:
 		return fence, nil
-	case errors.Is(err, errContended):
+	case errors.Is(err, backend.ErrContended):
 		return 0, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
@@ -223,17 +237,17 @@ func (l Lock) attempt(ctx context.Context, token string) (int64, error) {
 		// The script may have run even though the reply was lost: release
 		// the token we may now hold, or it blocks others until its TTL. In
 		// the background, so a hung server does not double the wait.
-		d.c.background(func() { l.releaseToken(ctx, token) })
+		d.c.background(func() { l.releaseToken(ctx, be, token) })
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 }
 
 // releaseToken is a best-effort owner-checked delete, for an acquisition
 // that will not become a lease.
-func (l Lock) releaseToken(ctx context.Context, token string) {
+func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
-	_, _ = l.d.c.be.release(rctx, l.key, token)
+	_, _ = be.Release(rctx, l.key, token)
 }
 
 // finalError describes an acquisition that ended without a lease. A lone

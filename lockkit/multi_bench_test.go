@@ -12,7 +12,7 @@ import (
 //	go test -run '^$' -bench TwoKeys -benchmem ./lockkit/
 func BenchmarkTwoKeys(b *testing.B) {
 	rdb := benchRedis(b)
-	c, err := New(rdb)
+	c, err := New(Redis(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}

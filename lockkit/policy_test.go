@@ -82,11 +82,11 @@ func TestTTLOverrides(t *testing.T) {
 
 func TestNewRejectsInvalidEnv(t *testing.T) {
 	t.Setenv("LOCKKIT_TTL_TABLE", "eight seconds")
-	_, err := New(nil)
+	_, err := New(Redis(nil))
 	if err == nil {
-		t.Fatal("New(nil) must fail")
+		t.Fatal("New(Redis(nil)) must fail")
 	}
-	c, err := New(fakeUniversal(t))
+	c, err := New(Redis(fakeUniversal(t)))
 	if c != nil || err == nil || !strings.Contains(err.Error(), "LOCKKIT_TTL_TABLE") {
 		t.Fatalf("New = %v, %v; want an error naming LOCKKIT_TTL_TABLE", c, err)
 	}
@@ -98,7 +98,7 @@ func TestNewRejectsInvalidEnv(t *testing.T) {
 func TestNewRejectsOverrideOfNoDomain(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "table"}, DomainSpec{Name: "user_digest"})
 	t.Setenv("LOCKKIT_TTL_TABEL", "9s")
-	c, err := New(fakeUniversal(t))
+	c, err := New(Redis(fakeUniversal(t)))
 	if c != nil || err == nil {
 		t.Fatalf("New = %v, %v; want an error", c, err)
 	}
@@ -115,7 +115,7 @@ func TestNewRejectsOverrideOfNoDomain(t *testing.T) {
 func TestEnvOverrideValidatedWithPolicy(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "table"})
 	t.Setenv("LOCKKIT_TTL_TABLE", "600ms")
-	c, err := New(fakeUniversal(t))
+	c, err := New(Redis(fakeUniversal(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestEnvOverrideValidatedWithPolicy(t *testing.T) {
 func TestEnvOverrideApplies(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "table"}, DomainSpec{Name: "job"})
 	t.Setenv("LOCKKIT_TTL_TABLE", "9s")
-	c, err := New(fakeUniversal(t))
+	c, err := New(Redis(fakeUniversal(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,49 +11,10 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 )
-
-// WithRedlock makes the client run the Redlock algorithm over N independent
-// Redis nodes: the client given to New plus these. N must be odd and at
-// least 3 (typically 3 or 5); New fails otherwise, and when two of the
-// clients are the same client or point at the same address (one server
-// counted twice would fake a majority).
-//
-// The deployment decides this, not the schema: the same generated helpers
-// work either way. Every node should be an independent primary (its own
-// machine, no replication between them); a node may be a Sentinel failover
-// client, but then that node alone is subject to failover's weaknesses.
-//
-// What the client does with N nodes:
-//
-//   - Acquire sends the acquire script to every node at once, each through
-//     its node's own circuit breaker, and grants the lease once a majority
-//     (N/2+1) has taken the key and the lease is still valid: ttl − elapsed −
-//     drift > 0, drift 1% of the TTL + 2ms, elapsed measured from before the
-//     first send to the return, which comes once the majority answered (plus
-//     at most as long again for the remaining nodes, so that healthy
-//     stragglers are counted; a hung node is not waited for). If the attempt
-//     fails it is released on every node that may have taken the key,
-//     including nodes that had not answered yet (they release as soon as
-//     their answer arrives, so the release is never overtaken by the
-//     acquire).
-//   - A failed attempt is ErrNotAcquired when a majority of nodes answered
-//     but the lock is held on too many of them, and ErrUnavailable when fewer
-//     than a majority answered at all: a majority that cannot be reached is a
-//     backend failure, not contention.
-//   - Extend needs a majority of nodes to extend; the lease is lost when a
-//     majority answered and too few still held it, and stays (until its
-//     deadline) when no majority answered. Release goes to every node and
-//     reports the lease held when a majority deleted it.
-//
-// Fencing domains are refused on a Redlock client (see errRedlockFencing).
-// A domain's Policy.Replicas applies to each node on its own: a node counts
-// toward the majority only if that many of its own replicas acknowledged.
-func WithRedlock(nodes ...redis.UniversalClient) Option {
-	return func(c *Client) { c.redlockOpt, c.redlock = true, append(c.redlock, nodes...) }
-}
 
 // errRedlockFencing refuses fencing domains on a Redlock client. Redlock
 // cannot issue a fencing number worth the name: each node keeps its own
@@ -68,37 +29,37 @@ var errRedlockFencing = errors.New("fencing is not available on a Redlock client
 	"single node, which may have restarted with its counter lost); turn fencing off for this " +
 	"domain, or serve it from a single primary (with Sentinel and replicas: WAIT) or a Cluster")
 
-// newRedlockBackend makes the Redlock backend over nodes (the client given to
-// New first). Each node gets its own single-node backend, with its own breaker.
-func newRedlockBackend(nodes []redis.UniversalClient, s breaker.Settings, cmdTimeout time.Duration) (backend, error) {
+// newRedlockBackend makes the Redlock backend over nodes. Each node gets its own single-node backend, with its own breaker.
+func newRedlockBackend(nodes []redis.UniversalClient, cfg backend.Config) (*redlockBackend, error) {
+	cmdTimeout := cfg.CommandTimeout
 	n := len(nodes)
 	switch {
 	case n < 3:
-		return nil, fmt.Errorf("lockkit: WithRedlock: Redlock needs at least 3 independent nodes (the client given to New plus the option's), got %d", n)
+		return nil, fmt.Errorf("lockkit: Redlock needs at least 3 independent nodes, got %d", n)
 	case n%2 == 0:
-		return nil, fmt.Errorf("lockkit: WithRedlock: Redlock needs an odd number of nodes, got %d: a majority of %d is %d, which tolerates no more failed nodes than %d would; add or remove one", n, n, n/2+1, n-1)
+		return nil, fmt.Errorf("lockkit: Redlock needs an odd number of nodes, got %d: a majority of %d is %d, which tolerates no more failed nodes than %d would; add or remove one", n, n, n/2+1, n-1)
 	}
 	b := &redlockBackend{quorum: n/2 + 1, cmdTimeout: cmdTimeout, workers: newWorkerPool()}
 	seen := make(map[string]int, n)
 	for i, rdb := range nodes {
 		if rdb == nil {
-			return nil, fmt.Errorf("lockkit: WithRedlock: node %d is a nil client", i)
+			return nil, fmt.Errorf("lockkit: Redlock: node %d is a nil client", i)
 		}
 		for j := range i {
 			if nodes[j] == rdb {
-				return nil, fmt.Errorf("lockkit: WithRedlock: nodes %d and %d are the same client; Redlock needs independent nodes", j, i)
+				return nil, fmt.Errorf("lockkit: Redlock: nodes %d and %d are the same client; Redlock needs independent nodes", j, i)
 			}
 		}
 		name := nodeName(rdb)
 		if c, ok := rdb.(*redis.Client); ok && name != "FailoverClient" {
 			for _, id := range endpoints(c.Options().Network, name) {
 				if j, dup := seen[id]; dup && j != i {
-					return nil, fmt.Errorf("lockkit: WithRedlock: nodes %d and %d both point at %s (%s); Redlock needs independent nodes", j, i, id, name)
+					return nil, fmt.Errorf("lockkit: Redlock: nodes %d and %d both point at %s (%s); Redlock needs independent nodes", j, i, id, name)
 				}
 				seen[id] = i
 			}
 		}
-		b.nodes = append(b.nodes, redlockNode{name: name, be: newRedisBackend(rdb, s, cmdTimeout)})
+		b.nodes = append(b.nodes, redlockNode{name: name, be: cfg.Guard(name, newRedisBackend(rdb, cmdTimeout))})
 	}
 	return b, nil
 }
@@ -139,7 +100,7 @@ func nodeName(rdb redis.UniversalClient) string {
 }
 
 // redlockBackend runs every operation on all of its nodes in parallel and
-// decides by majority. See WithRedlock for the rules.
+// decides by majority. See Redlock for the rules.
 type redlockBackend struct {
 	nodes      []redlockNode
 	quorum     int
@@ -155,12 +116,25 @@ type redlockBackend struct {
 	workers workerPool
 }
 
+// redlockNode is one member: a single-node Redis backend behind its own
+// breaker, which the Client put there (backend.Config.Guard).
 type redlockNode struct {
 	name string
-	be   redisBackend
+	be   backend.Backend
 }
 
-var _ backend = (*redlockBackend)(nil)
+var (
+	_ backend.Backend        = (*redlockBackend)(nil)
+	_ backend.Quorum         = (*redlockBackend)(nil)
+	_ backend.FencingRefuser = (*redlockBackend)(nil)
+)
+
+// redlockSpec is the Redlock backend over nodes.
+func redlockSpec(nodes []redis.UniversalClient) backend.Spec {
+	return backend.Spec{Name: "redlock", Open: func(cfg backend.Config) (backend.Backend, error) {
+		return newRedlockBackend(nodes, cfg)
+	}}
+}
 
 // nodeResult is what one node said in one Redlock operation.
 type nodeResult uint8
@@ -220,29 +194,25 @@ func (o nodeOutcome) String() string {
 // records them on the acquire span). The returned slice is owned by the
 // caller and not changed afterwards.
 type nodeReporter interface {
-	acquireNodes(ctx context.Context, key, token string, p *Policy) (int64, []nodeOutcome, error)
+	acquireNodes(ctx context.Context, req *backend.Request) (int64, []nodeOutcome, error)
 }
 
 var _ nodeReporter = (*redlockBackend)(nil)
 
-func (b *redlockBackend) close() { b.workers.stop() }
+// Close stops the idle workers.
+func (b *redlockBackend) Close() error { b.workers.stop(); return nil }
 
-// openTolerated: locks are still granted while a majority's breakers are
+// Tolerated: locks are still granted while a majority's breakers are
 // closed, so health stays green with up to N − quorum nodes open.
-func (b *redlockBackend) openTolerated() int { return len(b.nodes) - b.quorum }
+func (b *redlockBackend) Tolerated() int { return len(b.nodes) - b.quorum }
 
-func (b *redlockBackend) breakers() []*breaker.Breaker {
-	var out []*breaker.Breaker
-	for i := range b.nodes {
-		out = append(out, b.nodes[i].be.breakers()...)
-	}
-	return out
-}
+// FencingError refuses fencing domains (see errRedlockFencing).
+func (b *redlockBackend) FencingError() error { return errRedlockFencing }
 
 // acquire is one attempt; each node's outcome becomes a
 // lockkit.redlock.node event on the acquire span in ctx.
-func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Policy) (int64, error) {
-	_, nodes, err := b.acquireNodes(ctx, key, token, p)
+func (b *redlockBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+	_, nodes, err := b.acquireNodes(ctx, req)
 	for _, o := range nodes {
 		telemetry.RedlockNode(ctx, o.Node, o.Result.String(), o.Latency, o.Err)
 	}
@@ -259,7 +229,7 @@ func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Poli
 //     is the acquire loop's, on its clock, with elapsed running from before
 //     this call to its return, so it includes the slowest node needed for
 //     the majority.
-//   - ok < majority, ok + held ≥ majority: errContended (ErrNotAcquired).
+//   - ok < majority, ok + held ≥ majority: backend.ErrContended (ErrNotAcquired).
 //     A majority answered and the lock is held on enough of them that no
 //     majority was free.
 //   - ok + held < majority: fewer than a majority answered, so nothing can be
@@ -271,7 +241,8 @@ func (b *redlockBackend) acquire(ctx context.Context, key, token string, p *Poli
 // waiting for slow nodes. Every failed attempt is released on the nodes that
 // may have taken the key: at once on those that answered, and by the node's
 // own goroutine when its answer arrives for those that had not.
-func (b *redlockBackend) acquireNodes(ctx context.Context, key, token string, p *Policy) (int64, []nodeOutcome, error) {
+func (b *redlockBackend) acquireNodes(ctx context.Context, p *backend.Request) (int64, []nodeOutcome, error) {
+	key, token := p.Key, p.Token
 	if p.Fencing {
 		return 0, nil, errRedlockFencing // Client.Domain refuses it first
 	}
@@ -315,7 +286,7 @@ func (b *redlockBackend) acquireNodes(ctx context.Context, key, token string, p 
 	}
 	b.releaseAnswered(ctx, key, token, nodes)
 	if ok+held >= b.quorum {
-		return 0, nodes, errContended
+		return 0, nodes, backend.ErrContended
 	}
 	return 0, nodes, b.failure("acquire", nodes)
 }
@@ -346,12 +317,12 @@ func (b *redlockBackend) releaseAnswered(ctx context.Context, key, token string,
 func (b *redlockBackend) releaseOn(ctx context.Context, i int, key, token string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = b.nodes[i].be.release(rctx, key, token)
+	_, _ = b.nodes[i].be.Release(rctx, key, token)
 }
 
-func (b *redlockBackend) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+func (b *redlockBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	return b.majority(ctx, "extend", nil, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return n.be.extend(ctx, key, token, ttl)
+		return n.be.Extend(ctx, key, token, ttl)
 	})
 }
 
@@ -359,7 +330,7 @@ func (b *redlockBackend) extend(ctx context.Context, key, token string, ttl time
 // answered yet is not sent a release that could overtake it: the lease is
 // marked abandoned, and that node's acquire releases the key as soon as it
 // answers.
-func (b *redlockBackend) release(ctx context.Context, key, token string) (bool, error) {
+func (b *redlockBackend) Release(ctx context.Context, key, token string) (bool, error) {
 	var skip []bool
 	if v, ok := b.pending.LoadAndDelete(token); ok {
 		r := v.(*redlockRound)
@@ -372,14 +343,14 @@ func (b *redlockBackend) release(ctx context.Context, key, token string) (bool, 
 		r.mu.Unlock()
 	}
 	return b.majority(ctx, "release", skip, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return n.be.release(ctx, key, token)
+		return n.be.Release(ctx, key, token)
 	})
 }
 
 // ping succeeds when a majority of nodes answer.
-func (b *redlockBackend) ping(ctx context.Context) error {
+func (b *redlockBackend) Ping(ctx context.Context) error {
 	_, err := b.majority(ctx, "ping", nil, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return true, n.be.ping(ctx)
+		return true, n.be.Ping(ctx)
 	})
 	return err
 }
@@ -489,12 +460,12 @@ func (b *redlockBackend) newRound(key, token string) *redlockRound {
 }
 
 // acquireOn runs the acquisition on node i, through its breaker.
-func (r *redlockRound) acquireOn(ctx context.Context, i int, p *Policy) {
-	_, err := r.b.nodes[i].be.acquire(ctx, r.key, r.token, p)
+func (r *redlockRound) acquireOn(ctx context.Context, i int, p *backend.Request) {
+	_, err := r.b.nodes[i].be.Acquire(ctx, p)
 	res := nodeOK
 	switch {
 	case err == nil:
-	case errors.Is(err, errContended):
+	case errors.Is(err, backend.ErrContended):
 		res, err = nodeHeld, nil
 	case errors.Is(err, breaker.ErrOpen):
 		res = nodeRefused

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/backend"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,11 +39,10 @@ func redlockClient(t testing.TB, nodes []*testserver.Redis, opts ...Option) *Cli
 	for i, n := range nodes {
 		rdbs[i] = n.Client(t)
 	}
-	opts = append([]Option{WithRedlock(rdbs[1:]...)}, opts...)
 	if tt, ok := t.(*testing.T); ok {
 		opts = append([]Option{WithLogger(testLogger(tt))}, opts...)
 	}
-	c, err := New(rdbs[0], opts...)
+	c, err := New(Redlock(rdbs...), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestRedlockConfig(t *testing.T) {
 		more  []redis.UniversalClient
 		want  string // "" means New succeeds
 	}{
-		{"two nodes", a, []redis.UniversalClient{b}, "at least 3 independent nodes (the client given to New plus the option's), got 2"},
+		{"two nodes", a, []redis.UniversalClient{b}, "at least 3 independent nodes, got 2"},
 		{"four nodes", a, []redis.UniversalClient{b, c, d}, "an odd number of nodes, got 4"},
 		{"nil node", a, []redis.UniversalClient{b, nil}, "node 2 is a nil client"},
 		{"same client twice", a, []redis.UniversalClient{b, a}, "nodes 0 and 2 are the same client"},
@@ -138,12 +138,12 @@ func TestRedlockConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cl, err := New(tc.first, WithRedlock(tc.more...))
+			cl, err := New(Redlock(append([]redis.UniversalClient{tc.first}, tc.more...)...))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, want := len(cl.be.breakers()), 1+len(tc.more); got != want {
+				if got, want := len(cl.breakers()), 1+len(tc.more); got != want {
 					t.Fatalf("%d breakers, want one per node (%d)", got, want)
 				}
 				return
@@ -241,7 +241,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 	l := lockOn(d, "shared")
 	// The per-node outcomes the acquire span gets.
 	token := "probe-token"
-	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), l.Key(), token, &d.policy)
+	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), &backend.Request{Key: l.Key(), Token: token, TTL: d.policy.TTL})
 	if err != nil {
 		t.Fatalf("acquire with 2 of 5 killed: %v (%v)", err, outs)
 	}
@@ -260,7 +260,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 			t.Fatalf("node %d: %v, want %v", i, o, want)
 		}
 	}
-	if _, err := c.be.release(t.Context(), l.Key(), token); err != nil {
+	if _, err := c.be.Release(t.Context(), l.Key(), token); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Ping(t.Context()); err != nil {
@@ -754,11 +754,11 @@ func benchRedlock(b *testing.B, n int, delay time.Duration) {
 		}
 		rdbs[i] = rdb
 	}
-	var opts []Option
+	be := Redis(rdbs[0])
 	if n > 1 {
-		opts = append(opts, WithRedlock(rdbs[1:]...))
+		be = Redlock(rdbs...)
 	}
-	c, err := New(rdbs[0], opts...)
+	c, err := New(be)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -795,11 +795,11 @@ func redlockProxy(tb testing.TB, upstream string, delay time.Duration) string {
 	return proxy.Listen
 }
 
-// WithRedlock() with no further nodes is a mistake, not a single-node client.
+// Redlock() with no nodes is a mistake, not a single-node client.
 func TestRedlockWithoutNodesRefused(t *testing.T) {
-	_, err := New(fakeUniversal(t), WithRedlock())
-	if err == nil || !strings.Contains(err.Error(), "WithRedlock needs the other nodes") {
-		t.Fatalf("New(WithRedlock()) = %v", err)
+	_, err := New(Redlock())
+	if err == nil || !strings.Contains(err.Error(), "Redlock needs its nodes") {
+		t.Fatalf("New(Redlock()) = %v", err)
 	}
 }
 

@@ -49,6 +49,12 @@ func newTelRig(t *testing.T, r *testserver.Redis, opts ...Option) *telRig {
 // newTelRigOver is newTelRig over a given go-redis client.
 func newTelRigOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *telRig {
 	t.Helper()
+	return newTelRigOn(t, Redis(rdb), opts...)
+}
+
+// newTelRigOn is newTelRig over any backend.
+func newTelRigOn(t *testing.T, be Backend, opts ...Option) *telRig {
+	t.Helper()
 	g := &telRig{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
 	g.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(g.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(g.reader))
@@ -58,7 +64,7 @@ func newTelRigOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *tel
 	})
 	// The client's cleanup is registered after the providers', so the
 	// client closes first.
-	g.c = newClientOver(t, rdb, append([]Option{WithTracerProvider(g.tp), WithMeterProvider(mp)}, opts...)...)
+	g.c = newClientOn(t, be, append([]Option{WithTracerProvider(g.tp), WithMeterProvider(mp)}, opts...)...)
 	return g
 }
 
@@ -1084,9 +1090,9 @@ func TestTelemetryRenewCutShortByRelease(t *testing.T) {
 // its address, its answer and how long it took.
 func TestTelemetryRedlockNodeEvents(t *testing.T) {
 	nodes := redlockNodes(t, 3)
-	rdbs := []redis.UniversalClient{nodes[1].Client(t), nodes[2].Client(t)}
+	rdbs := []redis.UniversalClient{nodes[0].Client(t), nodes[1].Client(t), nodes[2].Client(t)}
 	nodes[2].Kill(t)
-	g := newTelRigOver(t, nodes[0].Client(t), WithRedlock(rdbs...))
+	g := newTelRigOn(t, Redlock(rdbs...))
 	l := lockOn(testDomain(t, g.c, Policy{TTL: 2 * time.Second}), "x")
 	if err := l.Do(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
 		t.Fatalf("Do with 2 of 3 nodes up: %v", err)

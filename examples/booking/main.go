@@ -7,7 +7,9 @@
 //
 //	go run ./examples/booking
 //
-// With no REDIS_URL it runs on an embedded in-process Redis; with
+// With DATABASE_URL set it takes its locks, and keeps its bookings, in
+// PostgreSQL (see postgres.go); otherwise, with no REDIS_URL, it runs on an
+// embedded in-process Redis; with
 // OTEL_EXPORTER_OTLP_ENDPOINT set it sends its traces to Jaeger, otherwise it
 // prints a summary of the lock spans.
 package main
@@ -47,6 +49,9 @@ const (
 // run tells the three stories and checks their outcomes: a wrong outcome is
 // an error, not just different text.
 func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
+	if env.Postgres() {
+		return runPostgres(ctx, w, env)
+	}
 	db := &database{rdb: env.NewRedis()}
 	if err := db.reset(ctx, "12", "13", "7", "3"); err != nil {
 		return err
@@ -63,7 +68,7 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 
 // race: four replicas get reserve-table-12 requests at the same instant,
 // Charlie's click on two of them and Diana's on the other two.
-func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, tr trace.Tracer) error {
+func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db store, tr trace.Tracer) error {
 	fmt.Fprintln(w, "\n1. Charlie and Diana reserve table 12 at the same instant, on four replicas")
 
 	// Each replica is its own process in production: its own go-redis pool
@@ -71,7 +76,7 @@ func race(ctx context.Context, w io.Writer, env *exampleenv.Env, db *database, t
 	// SetDefault; the others hold a locks.Locks value.
 	replicas := make([]*replicaSvc, 4)
 	for i := range replicas {
-		c, err := env.NewClient()
+		c, err := newReplica(ctx, env)
 		if err != nil {
 			return err
 		}
@@ -170,7 +175,26 @@ func fire(n int, f func(i int)) {
 type replicaSvc struct {
 	name  string
 	table func(id string) locks.TableLock
-	db    *database
+	db    store
+}
+
+// store is the booking store: Redis lists, or a PostgreSQL table.
+type store interface {
+	// book writes guest's booking of table unless it is booked already,
+	// carrying fence (0 for a write under no lease).
+	book(ctx context.Context, table, guest string, fence int64) (booked bool, holder string, err error)
+	// booking is the booking the store kept for table, and its fence.
+	booking(ctx context.Context, table string) (guest string, fence int64, err error)
+	count(ctx context.Context, table string) (int64, error)
+}
+
+// newReplica is a replica's lockkit client, on the example's backend.
+func newReplica(ctx context.Context, env *exampleenv.Env) (*lockkit.Client, error) {
+	if env.Postgres() {
+		c, _, err := env.NewPostgresClient(ctx)
+		return c, err
+	}
+	return env.NewClient()
 }
 
 type result struct {

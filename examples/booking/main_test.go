@@ -23,6 +23,27 @@ func TestBookingOnRedis(t *testing.T) {
 	checkBooking(t, out)
 }
 
+// With DATABASE_URL set: the locks and the bookings in a real PostgreSQL
+// (internal/testserver): one booking for table 12; a crashed holder's lock
+// freed when its connection drops; DoTx's lock and row rolled back and
+// committed together.
+func TestBookingOnPostgres(t *testing.T) {
+	out := exampletest.OnPostgres(t, "lockkit-example-booking", run)
+	if !strings.Contains(out, "lockkit: using the PostgreSQL at 127.0.0.1:") {
+		t.Errorf("no PostgreSQL notice in the output")
+	}
+	checkRace(t, out)
+	for _, want := range []string{
+		"Eve got table 3",
+		"Grace: the payment provider declined: rolled back",
+		"result: table 5 has Heidi's booking only",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+}
+
 // With REDIS_URL unset: the embedded miniredis, announced in one line, and
 // the same facts.
 func TestBookingEmbedded(t *testing.T) {
@@ -38,6 +59,13 @@ var (
 )
 
 func checkBooking(t *testing.T, out string) {
+	t.Helper()
+	checkRace(t, out)
+	checkRedisStories(t, out)
+}
+
+// checkRace checks the race on table 12: one booking, three rejections.
+func checkRace(t *testing.T, out string) {
 	t.Helper()
 	var booked, rejected []string
 	for _, l := range strings.Split(out, "\n") {
@@ -60,7 +88,11 @@ func checkBooking(t *testing.T, out string) {
 	if m := resultRE.FindStringSubmatch(out); m == nil || m[1] != booked[0] {
 		t.Errorf("the result line does not name the winner %s", booked[0])
 	}
+}
 
+// checkRedisStories checks the stolen lock and the crash on Redis.
+func checkRedisStories(t *testing.T, out string) {
+	t.Helper()
 	// The stolen lock: the store turns A's late write away by its fence, A's
 	// late release deletes nothing, B keeps the lock and Grace the table.
 	for _, want := range []string{

@@ -101,12 +101,12 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	// renewal room before the lease's deadline (lockkit refuses a policy
 	// that does not).
 	fast := lockkit.WithCommandTimeout(200 * time.Millisecond)
-	clientA, err := lockkit.New(rdbA, quiet, fast)
+	clientA, err := lockkit.New(lockkit.Redis(rdbA), quiet, fast)
 	if err != nil {
 		return err
 	}
 	defer clientA.Close(context.WithoutCancel(ctx))
-	clientB, err := lockkit.New(rdbB, quiet, fast)
+	clientB, err := lockkit.New(lockkit.Redis(rdbB), quiet, fast)
 	if err != nil {
 		return err
 	}

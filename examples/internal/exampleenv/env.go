@@ -57,6 +57,8 @@ type Env struct {
 	shutdown func(context.Context) error
 	log      *slog.Logger
 
+	pg *pgEnv // nil unless DATABASE_URL is set
+
 	mu       sync.Mutex
 	rdbs     []*redis.Client
 	replicas []*replica
@@ -83,6 +85,11 @@ func Open(ctx context.Context, serviceName string, stdout io.Writer) (*Env, erro
 		},
 	}))
 
+	pg, err := openPostgres(out)
+	if err != nil {
+		return nil, err
+	}
+	e.pg = pg
 	if err := e.openBackend(out); err != nil {
 		return nil, err
 	}
@@ -190,7 +197,7 @@ func (e *Env) NewClient(opts ...lockkit.Option) (*lockkit.Client, error) {
 // NewRedis. Close closes it before rdb.
 func (e *Env) NewClientOn(rdb *redis.Client, opts ...lockkit.Option) (*lockkit.Client, error) {
 	all := append([]lockkit.Option{lockkit.WithLogger(e.log), lockkit.WithTracerProvider(e.TracerProvider)}, opts...)
-	lk, err := lockkit.New(rdb, all...)
+	lk, err := lockkit.New(lockkit.Redis(rdb), all...)
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +217,9 @@ func (e *Env) Crash(c *lockkit.Client) error {
 	for _, r := range e.replicas {
 		if r.lk == c {
 			r.crashed = true
+			if e.crashPostgres(c) {
+				return nil
+			}
 			return r.rdb.Close()
 		}
 	}
@@ -250,6 +260,7 @@ func (e *Env) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	e.closePostgres()
 	e.closeBackend()
 	return errors.Join(errs...)
 }

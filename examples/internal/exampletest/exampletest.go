@@ -24,6 +24,7 @@ func OnRedis(t *testing.T, service string, run RunFunc) string {
 	t.Helper()
 	srv := testserver.StartRedis(t)
 	t.Setenv("REDIS_URL", "redis://"+srv.Addr())
+	t.Setenv("DATABASE_URL", "")
 	noExport(t)
 	return Run(t, service, run)
 }
@@ -31,6 +32,18 @@ func OnRedis(t *testing.T, service string, run RunFunc) string {
 // Embedded runs run with REDIS_URL unset, so on the embedded miniredis.
 func Embedded(t *testing.T, service string, run RunFunc) string {
 	t.Helper()
+	t.Setenv("REDIS_URL", "")
+	t.Setenv("DATABASE_URL", "")
+	noExport(t)
+	return Run(t, service, run)
+}
+
+// OnPostgres runs run with DATABASE_URL set to a fresh PostgreSQL server on a
+// loopback port (and REDIS_URL unset).
+func OnPostgres(t *testing.T, service string, run RunFunc) string {
+	t.Helper()
+	pg := testserver.StartPostgres(t)
+	t.Setenv("DATABASE_URL", pg.DSN())
 	t.Setenv("REDIS_URL", "")
 	noExport(t)
 	return Run(t, service, run)

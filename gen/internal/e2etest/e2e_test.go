@@ -21,7 +21,7 @@ func newClient(t *testing.T) *lockkit.Client {
 	t.Helper()
 	testserver.RequireRedis(t)
 	srv := testserver.StartRedis(t)
-	c, err := lockkit.New(srv.Client(t))
+	c, err := lockkit.New(lockkit.Redis(srv.Client(t)))
 	if err != nil {
 		t.Fatalf("lockkit.New: %v", err)
 	}
@@ -227,7 +227,7 @@ func TestPolicyReachesRuntime(t *testing.T) {
 func BenchmarkKey(b *testing.B) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	c, err := lockkit.New(rdb)
+	c, err := lockkit.New(lockkit.Redis(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}

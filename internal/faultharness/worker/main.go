@@ -60,7 +60,7 @@ var (
 // newLockClient builds the lockkit client. It is the one place that knows
 // the constructor's signature.
 func newLockClient(rdb redis.UniversalClient, log *slog.Logger) (*lockkit.Client, error) {
-	return lockkit.New(rdb,
+	return lockkit.New(lockkit.Redis(rdb),
 		lockkit.WithLogger(log),
 		lockkit.WithCommandTimeout(*cmdTO),
 		lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),

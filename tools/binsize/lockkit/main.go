@@ -11,7 +11,7 @@ import (
 
 func main() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	if _, err := lockkit.New(rdb); err != nil {
+	if _, err := lockkit.New(lockkit.Redis(rdb)); err != nil {
 		panic(err)
 	}
 }

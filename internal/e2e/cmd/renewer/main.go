@@ -66,7 +66,7 @@ func run(hold time.Duration, table string) (err error) {
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	c, err := lockkit.New(rdb)
+	c, err := lockkit.New(lockkit.Redis(rdb))
 	if err != nil {
 		return err
 	}

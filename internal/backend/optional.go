@@ -1,0 +1,106 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// The optional interfaces below let the Client keep one circuit breaker per
+// node without a backend knowing about breakers: a backend says which node
+// serves a key (Router), or is built from member backends that the Client
+// guards one by one (Quorum). Breakers, their telemetry and health reports
+// stay in the Client.
+
+// Named is implemented by a backend that can name the node (or deployment) it
+// talks to: the name of its breaker and of its health entry. Without it the
+// Client uses the Spec's Name.
+type Named interface {
+	Name() string
+}
+
+// Router is implemented by a backend whose keys are served by several nodes
+// (a Redis Cluster: one master per slot range). The Client keeps one breaker
+// per node name that NodeFor returns; an error means the backend cannot tell
+// now (no slot map yet), and the key falls to the breaker of the deployment
+// as a whole (Named's name). NodeFor must be cheap and bounded by ctx.
+type Router interface {
+	NodeFor(ctx context.Context, key string) (node string, err error)
+}
+
+// Quorum is implemented by a backend built from member backends that it
+// decides over by majority (Redlock). Its members were guarded by the
+// Client's Config.Guard, each with its own breaker, when the backend was
+// opened; the Client does not guard the quorum backend as a whole.
+// Tolerated is how many members may have an open breaker while locks can
+// still be granted (N − majority): health stays green up to that.
+type Quorum interface {
+	Tolerated() int
+}
+
+// Waiter is implemented by a backend that can wait for a held lock on the
+// server, in a fair queue, rather than be polled. AcquireWait is Acquire that
+// waits at most maxWait for the lock and returns ErrContended when it runs
+// out.
+type Waiter interface {
+	AcquireWait(ctx context.Context, req *Request, maxWait time.Duration) (fence int64, err error)
+}
+
+// Capacity is implemented by a backend whose acquire can fail for want of a
+// local resource (a free pool connection) rather than because the server
+// failed. The Client reports such an error as unavailable but does not count
+// it against the breaker: the server is fine.
+type Capacity interface {
+	IsCapacity(err error) bool
+}
+
+// Classifier is implemented by a backend whose failures the Client's
+// breaker cannot recognise on its own (it knows network errors and Redis
+// replies): IsFailure reports whether err means the server cannot serve
+// locks now (shutting down, starting up, connection lost), so that the
+// breaker counts it.
+type Classifier interface {
+	IsFailure(err error) bool
+}
+
+// FencingRefuser is implemented by a backend that cannot issue fences worth
+// the name (Redlock). The Client refuses fencing domains on it with the error.
+type FencingRefuser interface {
+	FencingError() error
+}
+
+// Config is what the Client passes when it opens a backend.
+type Config struct {
+	// CommandTimeout bounds each command the Client sends; a backend that
+	// sends commands of its own (a clean-up release) bounds them by it too.
+	CommandTimeout time.Duration
+	// Guard wraps a member backend of a quorum backend in its own circuit
+	// breaker, named name, with the Client's telemetry.
+	Guard func(name string, member Backend) Backend
+}
+
+// Spec is how a public constructor (lockkit.Redis, lockkit.Redlock,
+// postgres.Backend) hands a backend to lockkit.New: Open is called once, by
+// New. Err, when set, is returned by New instead (a constructor's argument
+// error, reported where the caller handles errors).
+type Spec struct {
+	Name string // the kind of backend: "redis", "redlock", "postgres"
+	Open func(cfg Config) (Backend, error)
+	Err  error
+}
+
+// Public turns a Spec into a lockkit.Backend value. Package lockkit sets it
+// when it is initialized, so that backend packages outside lockkit (which
+// import it) can build the public value without lockkit exporting the seam.
+var Public func(Spec) any
+
+// DoOn runs lockkit's Lock.Do (lock, a lockkit.Lock; fn, a
+// func(context.Context, *lockkit.Lease) error) with be in place of the
+// Client's backend: for a lock that lives as long as a transaction
+// (postgres.DoTx), with the Client's retries, telemetry, lease tracking,
+// deadlines and error vocabulary. Package lockkit sets it.
+var DoOn func(ctx context.Context, lock any, be Backend, fn any) error
+
+// ErrFinal, wrapped by a backend error, tells the Client not to retry: the
+// backend cannot succeed on this request any more (an aborted transaction).
+var ErrFinal = errors.New("lockkit: no retry possible")

@@ -1,0 +1,86 @@
+package policy
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The renew rule at its boundary: a renewal sent at renew must be answered
+// (within the command timeout) before ttl − drift.
+func TestCheckRenewBoundary(t *testing.T) {
+	const ttl = time.Second // drift 12ms: local deadline 988ms
+	for _, tc := range []struct {
+		renew, cmd time.Duration
+		ok         bool
+	}{
+		{-1, DefaultCommandTimeout, true}, // never renew
+		{488 * time.Millisecond, 500 * time.Millisecond, true},
+		{489 * time.Millisecond, 500 * time.Millisecond, false},
+		{988 * time.Millisecond, 0, true},
+		{989 * time.Millisecond, 0, false},
+		{995 * time.Millisecond, 0, false}, // the audit's case
+		{100 * time.Millisecond, 2 * time.Second, false},
+		{0, 0, false},
+	} {
+		err := CheckRenew(ttl, tc.renew, tc.cmd)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckRenew(1s, %v, %v) = %v, want ok=%v", tc.renew, tc.cmd, err, tc.ok)
+		}
+	}
+	if err := CheckRenew(ttl, 100*time.Millisecond, 2*time.Second); err == nil || !strings.Contains(err.Error(), "use a longer ttl or a shorter command timeout") {
+		t.Errorf("no room at all: %v", err)
+	}
+}
+
+func TestCheckTTL(t *testing.T) {
+	for d, ok := range map[time.Duration]bool{
+		0: false, -time.Second: false, 500 * time.Microsecond: false, 1500 * time.Microsecond: false,
+		9 * time.Millisecond: false, MinTTL: true, time.Hour: true,
+	} {
+		if err := CheckTTL(d); (err == nil) != ok {
+			t.Errorf("CheckTTL(%v) = %v, want ok=%v", d, err, ok)
+		}
+	}
+}
+
+func TestCheckNumbers(t *testing.T) {
+	for _, m := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0.99, -1} {
+		if CheckMultiplier(m) == nil {
+			t.Errorf("CheckMultiplier(%v) = nil", m)
+		}
+	}
+	for _, j := range []float64{math.NaN(), math.Inf(1), 0, -0.1, 1.01} {
+		if CheckJitter(j) == nil {
+			t.Errorf("CheckJitter(%v) = nil", j)
+		}
+	}
+	if CheckMultiplier(1) != nil || CheckJitter(1) != nil || CheckJitter(0.5) != nil {
+		t.Error("valid values refused")
+	}
+}
+
+func TestEnvName(t *testing.T) {
+	for in, want := range map[string]string{"user_digest": "LOCKKIT_TTL_USER_DIGEST", "a-b.c": "LOCKKIT_TTL_A_B_C", "table": "LOCKKIT_TTL_TABLE"} {
+		if got := EnvName(in); got != want {
+			t.Errorf("EnvName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Two different parameters never encode alike, and an encoding never holds
+// the bytes that structure a key.
+func FuzzAppendParamInjective(f *testing.F) {
+	f.Add("a:b", "a%3Ab")
+	f.Add("{", "%7B")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		ea, eb := string(AppendParam(nil, a)), string(AppendParam(nil, b))
+		if a != b && ea == eb {
+			t.Fatalf("%q and %q both encode to %q", a, b, ea)
+		}
+		if strings.ContainsAny(ea, ":{}") {
+			t.Fatalf("%q encodes to %q", a, ea)
+		}
+	})
+}

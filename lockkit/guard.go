@@ -1,0 +1,163 @@
+package lockkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/telemetry"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// guarded is a backend behind the Client's circuit breakers: one per node
+// (per Cluster master when the backend is a Router). Only acquisitions go
+// through a breaker; extend, release and ping pass through (they cannot grant
+// a lock, and should succeed the moment the node is back). Each acquisition
+// is bounded by the command timeout here.
+type guarded struct {
+	be         backend.Backend
+	c          *Client
+	name       string         // the breaker of the whole deployment
+	router     backend.Router // nil: one breaker
+	capacity   backend.Capacity
+	classifier backend.Classifier
+	cheap      bool // be takes deadlines without timers (go-redis)
+	cmdTimeout time.Duration
+
+	mu     sync.Mutex
+	byNode map[string]*breaker.Breaker
+	order  []*breaker.Breaker // in creation order, for health reports
+}
+
+// errServerFailure is what the breaker is told of a failure that only the
+// backend recognises (backend.Classifier); the caller gets the real error.
+var errServerFailure = fmt.Errorf("lockkit: the backend reported a server failure: %w", io.ErrUnexpectedEOF)
+
+// guard wraps be in breakers named after name (or its nodes), registered
+// with c for health reports and telemetry.
+func (c *Client) guard(name string, be backend.Backend) backend.Backend {
+	g := &guarded{be: be, c: c, name: name, cmdTimeout: c.cmdTimeout, byNode: make(map[string]*breaker.Breaker)}
+	g.router, _ = be.(backend.Router)
+	g.capacity, _ = be.(backend.Capacity)
+	g.classifier, _ = be.(backend.Classifier)
+	_, g.cheap = be.(interface{ cheapDeadlines() })
+	if g.router == nil {
+		g.named(name, true)
+	}
+	c.brMu.Lock()
+	c.guards = append(c.guards, g)
+	c.brMu.Unlock()
+	return g
+}
+
+// breakers lists every node breaker made so far, for health reports.
+func (c *Client) breakers() []*breaker.Breaker {
+	c.brMu.Lock()
+	gs := c.guards
+	c.brMu.Unlock()
+	var out []*breaker.Breaker
+	for _, g := range gs {
+		g.mu.Lock()
+		out = append(out, g.order...)
+		g.mu.Unlock()
+	}
+	return out
+}
+
+// named returns the breaker called name, making it when create is set.
+func (g *guarded) named(name string, create bool) *breaker.Breaker {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.byNode[name]
+	if !ok && create {
+		b = breaker.New(name, g.c.brSettings)
+		g.byNode[name] = b
+		g.order = append(g.order, b)
+		g.c.tel.BreakerState(context.Background(), name, int(breaker.StateClosed))
+	}
+	return b
+}
+
+// forKey is the breaker of the node that serves key. When the backend cannot
+// say (a Cluster with no slot map, e.g. a process started during an outage),
+// the key falls to the breaker of the deployment as a whole, which then sees
+// the failures. The lookup is skipped while that breaker is open, so an open
+// breaker refuses at once even when there is no slot map to consult.
+func (g *guarded) forKey(ctx context.Context, key string) *breaker.Breaker {
+	if g.router == nil {
+		return g.named(g.name, true)
+	}
+	if whole := g.named(g.name, false); whole != nil && whole.State() == breaker.StateOpen {
+		return whole
+	}
+	node, err := g.router.NodeFor(ctx, key)
+	if err != nil || node == "" {
+		return g.named(g.name, true)
+	}
+	return g.named(node, true)
+}
+
+// Acquire runs be's acquisition through the key's node breaker: an open
+// breaker refuses at once, and no lease is granted while the node is
+// uncertain. ctx is the caller's: the breaker tells its ending apart from a
+// command timeout. Contention counts as a success; a capacity error (no
+// free connection) is not counted either way.
+func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+	br := g.forKey(ctx, req.Key)
+	if trace.SpanFromContext(ctx).IsRecording() {
+		// Mark the acquisition whose outcome moved the breaker. Only when
+		// traced: reading the state takes the breaker's lock twice.
+		before := br.State()
+		defer func() {
+			if after := br.State(); after != before {
+				telemetry.BreakerChanged(ctx, br.Name(), before.String(), after.String())
+			}
+		}()
+	}
+	var (
+		fence   int64
+		realErr error
+	)
+	err := br.Do(ctx, func(ctx context.Context) error {
+		d := g.cmdTimeout + req.ReplicaTimeout
+		var err error
+		if g.cheap {
+			fence, err = g.be.Acquire(commandCtx(ctx, d), req)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, d)
+			fence, err = g.be.Acquire(cctx, req)
+			cancel()
+		}
+		realErr = err
+		switch {
+		case err == nil, errors.Is(err, backend.ErrContended):
+			return nil
+		case g.capacity != nil && g.capacity.IsCapacity(err):
+			return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
+		case g.classifier != nil && g.classifier.IsFailure(err):
+			return errServerFailure
+		}
+		return err
+	})
+	if err != nil && realErr == nil {
+		return 0, err // refused by the breaker
+	}
+	return fence, realErr
+}
+
+func (g *guarded) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return g.be.Extend(ctx, key, token, ttl)
+}
+
+func (g *guarded) Release(ctx context.Context, key, token string) (bool, error) {
+	return g.be.Release(ctx, key, token)
+}
+
+func (g *guarded) Ping(ctx context.Context) error { return g.be.Ping(ctx) }
+func (g *guarded) Close() error                   { return g.be.Close() }

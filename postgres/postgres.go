@@ -1,0 +1,123 @@
+// Package postgres puts lockkit's locks in PostgreSQL: session advisory locks
+// held for the lease, with a server-side idle limit derived from the TTL (the
+// TTL equivalent), fences from a durable table, and transaction-scoped locks
+// that commit or roll back with the work (DoTx).
+//
+//	client, err := lockkit.New(postgres.Backend(pool), opts...)
+//
+// It lives in its own package so that programs on Redis do not link pgx:
+// package lockkit does not import it.
+//
+// How a lease holds its lock: each held lease keeps one connection of pool
+// checked out, whose session owns pg_advisory_lock(id) and has
+// idle_session_timeout set to the TTL. The Client's renewals (every renew
+// interval, < TTL) are a liveness query on that session; a holder that stops
+// (paused process, cut network) stops renewing, the server ends its session
+// after the TTL and frees the lock, and the holder's own deadline passes
+// first, so its fn's ctx is cancelled with lockkit.ErrLockLost. A session
+// ended under a holder (pg_terminate_backend, a server restart) is found by
+// the next renewal: the lease is lost at once.
+//
+// Held locks take connections: at most half of the pool by default
+// (WithMaxHeld). An acquire that finds none free within WithConnWait fails
+// with an error matching lockkit.ErrUnavailable that says so, never a hang;
+// it does not trip the circuit breaker (the server is fine).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/pgbackend"
+	"github.com/lockkit/lockkit/lockkit"
+)
+
+// ErrNoSession is matched by an acquire that found no free connection to hold
+// the lock on (alongside lockkit.ErrUnavailable).
+var ErrNoSession = pgbackend.ErrNoSession
+
+// Option tunes the PostgreSQL backend.
+type Option func(*pgbackend.Options)
+
+// WithMaxHeld caps the connections held locks (and acquires in flight) take
+// from the pool at once. Default: half of the pool's MaxConns, at least 1.
+// Give the backend a pool of its own and set this to its MaxConns to let
+// locks use all of it.
+func WithMaxHeld(n int) Option { return func(o *pgbackend.Options) { o.MaxHeld = n } }
+
+// WithConnWait bounds how long an acquire waits for a connection before it
+// fails with ErrNoSession. Default 500ms.
+func WithConnWait(d time.Duration) Option { return func(o *pgbackend.Options) { o.ConnWait = d } }
+
+// Backend is the PostgreSQL backend over pool, for lockkit.New. The Client
+// never closes pool; Client.Close closes the sessions of the locks it still
+// holds, which frees them.
+func Backend(pool *pgxpool.Pool, opts ...Option) lockkit.Backend {
+	var o pgbackend.Options
+	for _, f := range opts {
+		f(&o)
+	}
+	spec := backend.Spec{Name: "postgres"}
+	if pool == nil {
+		spec.Err = errors.New("lockkit: postgres.Backend: nil pool")
+	} else {
+		spec.Open = func(backend.Config) (backend.Backend, error) {
+			b, err := pgbackend.New(pool, o)
+			if err != nil {
+				return nil, err
+			}
+			cfg := pool.Config().ConnConfig
+			return pgBackend{Backend: b, name: fmt.Sprintf("postgres(%s:%d/%s)", cfg.Host, cfg.Port, cfg.Database)}, nil
+		}
+	}
+	return backend.Public(spec).(lockkit.Backend)
+}
+
+// pgBackend adds what the Client asks of a backend besides I/O: its name,
+// and which errors are capacity rather than server failures.
+type pgBackend struct {
+	*pgbackend.Backend
+	name string
+}
+
+func (b pgBackend) Name() string { return b.name }
+
+func (b pgBackend) IsCapacity(err error) bool { return errors.Is(err, pgbackend.ErrNoSession) }
+
+// IsFailure: a connection exception (SQLSTATE class 08) or a server shutting
+// down or starting up (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
+// cannot_connect_now) means the server cannot serve locks now; the breaker
+// counts it. Network errors it recognises by itself.
+func (b pgBackend) IsFailure(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
+		return true
+	}
+	return false
+}
+
+// MigrationSQL creates the fence table (lockkit_fences) that fencing domains
+// need. Migrate runs it; a schema migration tool can run it instead.
+const MigrationSQL = pgbackend.MigrationSQL
+
+// Migrate creates the fence table if it does not exist. Run it once,
+// explicitly, before the first fencing acquire: lockkit never creates tables
+// at run time, and a fencing acquire without the table fails with an error
+// that names Migrate. db is a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
+func Migrate(ctx context.Context, db pgbackend.Execer) error {
+	return pgbackend.Migrate(ctx, db)
+}
+
+// KeyID is the advisory lock id a key is locked under (pg_locks: classid =
+// KeyID>>32, objid = KeyID&0xffffffff).
+func KeyID(key string) int64 { return pgbackend.KeyID(key) }
