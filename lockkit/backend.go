@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -82,13 +83,13 @@ func (b *redisBackend) Acquire(ctx context.Context, req *backend.Request) (int64
 	case req.Replicas > 0:
 		n, err = b.acquireReplicated(ctx, keys, req)
 	case req.Fencing:
-		n, err = acquireScript.Run(ctx, b.rdb, keys, req.Token, req.TTL.Milliseconds()).Int64()
+		n, err = acquireScript.Run(ctx, b.rdb, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
 		// Lua call (about a fifth of an uncontended acquire+release).
 		var ok bool
-		ok, err = b.rdb.SetNX(ctx, keys[0], req.Token, req.TTL).Result()
+		ok, err = b.rdb.SetNX(ctx, keys[0], holder.Value(req.Token, req.Holder), req.TTL).Result()
 		if err == nil && !ok {
 			err = redis.Nil
 		}
@@ -107,7 +108,7 @@ var errReplicas = errors.New("too few replicas acknowledged the lock")
 // acknowledge in time, it releases the lock and fails: a lease that only the
 // primary knows about can be granted again after a failover.
 func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *backend.Request) (int64, error) {
-	token := p.Token
+	value := holder.Value(p.Token, p.Holder) // the token, and who holds it
 	var node redis.Cmdable = b.rdb
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
 		// WAIT has no key: it must go to the master that took the write.
@@ -127,11 +128,11 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 	}
 	ttl := p.TTL.Milliseconds()
 	acq, wait, _ := run(func(pipe redis.Pipeliner) *redis.Cmd {
-		return pipe.EvalSha(ctx, acquireScript.Hash(), keys, token, ttl)
+		return pipe.EvalSha(ctx, acquireScript.Hash(), keys, value, ttl)
 	})
 	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
 		acq, wait, _ = run(func(pipe redis.Pipeliner) *redis.Cmd {
-			return pipe.Eval(ctx, acquireSrc, keys, token, ttl)
+			return pipe.Eval(ctx, acquireSrc, keys, value, ttl)
 		})
 	}
 	n, err := acq.Int64()
@@ -144,7 +145,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = releaseScript.Run(rctx, b.rdb, keys[:1], token).Result()
+	_, _ = releaseScript.Run(rctx, b.rdb, keys[:1], p.Token).Result()
 	if werr != nil {
 		return 0, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
 	}

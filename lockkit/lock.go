@@ -10,7 +10,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/telemetry"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Lock is one key of one domain: a small value, cheap to build and copy.
@@ -222,7 +224,7 @@ func (l Lock) attempt(ctx context.Context, be backend.Backend, token string) (in
 	d := l.d
 	p := &d.policy
 	fence, err := be.Acquire(ctx, &backend.Request{
-		Key: l.key, Token: token, TTL: p.TTL, Fencing: p.Fencing,
+		Key: l.key, Token: token, Holder: d.c.holderOf(ctx), TTL: p.TTL, Fencing: p.Fencing,
 		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 	})
 	switch {
@@ -240,6 +242,18 @@ func (l Lock) attempt(ctx context.Context, be backend.Backend, token string) (in
 		d.c.background(func() { l.releaseToken(ctx, be, token) })
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+}
+
+// holderOf describes who takes a lock under ctx: the client's fixed
+// description, and the trace id when the acquire is traced (made only then).
+func (c *Client) holderOf(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsSampled() {
+		return c.whoDesc
+	}
+	who := c.who
+	who.TraceID = sc.TraceID().String()
+	return string(holder.AppendDescription(nil, who))
 }
 
 // releaseToken is a best-effort owner-checked delete, for an acquisition

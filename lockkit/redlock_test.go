@@ -16,6 +16,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
@@ -66,6 +67,8 @@ func redlockHolders(t *testing.T, nodes []*testserver.Redis, key string) []strin
 		case err == redis.Nil:
 		case err != nil:
 			v = "<down>"
+		default:
+			v, _, _ = holder.Decode(v) // the token, without the holder description
 		}
 		out[i] = v
 		rdb.Close()

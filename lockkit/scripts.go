@@ -3,6 +3,7 @@ package lockkit
 import (
 	_ "embed"
 
+	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -11,12 +12,17 @@ var (
 	acquireSrc    string
 	acquireScript = redis.NewScript(acquireSrc)
 
+	// Release and extend check the owner exactly: the value is the lease's
+	// token, or its token followed by ';' and a holder description
+	// (internal/holder owns that format and its owns() check).
 	//go:embed release.lua
-	releaseSrc    string
+	releaseBody   string
+	releaseSrc    = holder.OwnsLua + releaseBody
 	releaseScript = redis.NewScript(releaseSrc)
 
 	//go:embed extend.lua
-	extendSrc    string
+	extendBody   string
+	extendSrc    = holder.OwnsLua + extendBody
 	extendScript = redis.NewScript(extendSrc)
 
 	//go:embed fencedset.lua

@@ -81,6 +81,15 @@ func Encode(token string, h Holder) string {
 	return string(b)
 }
 
+// Value is the lock's value for a lease with this token and a description
+// already made by AppendDescription: the token alone when description is "".
+func Value(token, description string) string {
+	if description == "" || !ValidToken(token) {
+		return token
+	}
+	return token + string(Sep) + description
+}
+
 // AppendDescription appends the description of h (without the token and
 // ';') to dst; nothing when h describes nothing.
 func AppendDescription(dst []byte, h Holder) []byte {
