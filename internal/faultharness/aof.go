@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/holder"
 	"io"
 	"os"
 	"path/filepath"
@@ -178,7 +179,7 @@ func GrantsFromAOF(cmds [][]string, lockKey, counterKey string, epoch int) ([]Gr
 				counter, touched = v, true
 			case lockKey:
 				if name == "SET" && inMulti {
-					token = c[2]
+					token, _, _ = holder.Decode(c[2]) // the token, without who holds it
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/holder"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -420,6 +421,7 @@ func (h *harness) currentHolder(what string) (*workerProc, string, int64) {
 		if err != nil {
 			return err
 		}
+		v, _, _ = holder.Decode(v) // the token, without who holds it
 		h.tail.poll(h.procsSnapshot())
 		hw, f := h.tail.holder(v)
 		if hw == nil || hw.exited() || hw.stopped() {

@@ -230,4 +230,3 @@ func TestOwnsLuaOnRedis(t *testing.T) {
 		}
 	}
 }
-
