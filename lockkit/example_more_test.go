@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/lockkit/lockkit/lockkit"
@@ -72,11 +74,15 @@ func ExampleLease_Err() {
 // LOCKKIT_TTL_* override that names none of them. Generated code does this in
 // its init function.
 func ExampleRegisterDomains() {
+	rdb, stop := exampleRedis()
+	defer stop()
 	lockkit.RegisterDomains(lockkit.DomainSpec{Name: "report"})
-	// LOCKKIT_TTL_REPORT=45s now overrides this domain's TTL; a mistyped
-	// LOCKKIT_TTL_REPROT makes lockkit.New fail, naming it.
-	fmt.Println("registered")
-	// Output: registered
+
+	os.Setenv("LOCKKIT_TTL_REPROT", "45s") // a typo of LOCKKIT_TTL_REPORT
+	defer os.Unsetenv("LOCKKIT_TTL_REPROT")
+	_, err := lockkit.New(lockkit.Redis(rdb))
+	fmt.Println("mistyped override refused:", err != nil && strings.Contains(err.Error(), "LOCKKIT_TTL_REPROT names no lock domain"))
+	// Output: mistyped override refused: true
 }
 
 // Redlock over three independent Redis servers: a lease is granted once a

@@ -339,19 +339,27 @@ func (l *Lease) run(fctx context.Context, fn func(context.Context, *Lease) error
 	stop := context.AfterFunc(l.ctx, func() { l.fnCancel(context.Cause(l.ctx)) })
 	defer func() {
 		stop()
-		l.fnCancel(nil)
-		lostErr := l.Err()
-		rerr := l.Release(fctx)
-		if lostErr == nil && errors.Is(rerr, ErrNotHeld) {
-			lostErr = l.Err() // the release found the lease lost
-		}
-		if rerr != nil && lostErr == nil {
-			l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
-		}
-		close(l.runDone)
-		if lostErr != nil {
+		if lostErr := l.finishRun(fctx); lostErr != nil {
 			err = errors.Join(lostErr, err)
 		}
 	}()
 	return fn(fctx, l)
+}
+
+// finishRun ends a lease that Do (or DoAll) ran fn under: it releases the
+// lease and returns its loss, if it stopped being valid before the release
+// (the clock, or a release that found another owner); a release that failed
+// otherwise is logged. Close, waiting on runDone, learns the lease is done.
+func (l *Lease) finishRun(ctx context.Context) error {
+	l.fnCancel(nil)
+	lostErr := l.Err()
+	rerr := l.Release(ctx)
+	if lostErr == nil && errors.Is(rerr, ErrNotHeld) {
+		lostErr = l.Err() // the release found the lease lost
+	}
+	if rerr != nil && lostErr == nil {
+		l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
+	}
+	close(l.runDone)
+	return lostErr
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/holder"
@@ -105,8 +104,8 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 	actx := hold.StartAcquire(hctx)
 	p := &d.policy
 	start := time.Now()
+	sched := retrySchedule{r: &p.Retry, start: start}
 	var (
-		bo        backoff.BackOff
 		attempts  int
 		contended bool
 	)
@@ -167,27 +166,13 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
 		}
-		if bo == nil {
-			bo = p.Retry.newBackOff()
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
-			return fail(attemptOutcome(err, telemetry.OutcomeExhausted), l.finalError(err, attempts, start, true))
-		}
-		if mw := p.Retry.MaxWait; mw > 0 {
-			left := mw - time.Since(start)
-			if left <= 0 {
-				return fail(attemptOutcome(err, telemetry.OutcomeTimeout), l.finalError(err, attempts, start, true))
-			}
-			wait = min(wait, left)
+		wait, ended, ok := sched.next()
+		if !ok {
+			return fail(attemptOutcome(err, ended), l.finalError(err, attempts, start, true))
 		}
 		hold.Retry(attempts, wait, attemptOutcome(err, telemetry.OutcomeContended))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, wait) {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
-		case <-t.C:
 		}
 	}
 }

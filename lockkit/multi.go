@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // Locker is a lock of any domain: a Lock, or a generated lock type, which
@@ -136,7 +134,7 @@ func canonicalSet(given []Locker) ([]Lock, error) {
 func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []context.Context, error) {
 	p := &set[0].d.policy
 	start := time.Now()
-	var bo backoff.BackOff
+	sched := retrySchedule{r: &p.Retry, start: start}
 	for attempts := 1; ; attempts++ {
 		leases := make([]*Lease, 0, len(set))
 		fctxs := make([]context.Context, 0, len(set))
@@ -160,26 +158,12 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 		if !retry || !retryable || p.Retry.MaxAttempts <= 1 || ctx.Err() != nil {
 			return nil, nil, err
 		}
-		if bo == nil {
-			bo = p.Retry.newBackOff()
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
+		wait, _, ok := sched.next()
+		if !ok {
 			return nil, nil, fmt.Errorf("lockkit: DoAll: gave up after %d attempt(s) at the set in %v: %w", attempts, time.Since(start).Round(time.Millisecond), err)
 		}
-		if mw := p.Retry.MaxWait; mw > 0 {
-			left := mw - time.Since(start)
-			if left <= 0 {
-				return nil, nil, fmt.Errorf("lockkit: DoAll: gave up after %d attempt(s) at the set in %v: %w", attempts, time.Since(start).Round(time.Millisecond), err)
-			}
-			wait = min(wait, left)
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, wait) {
 			return nil, nil, fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
-		case <-t.C:
 		}
 	}
 }
@@ -188,10 +172,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 // reverse order, and ends their Do-side bookkeeping (Close may wait on it).
 func giveBack(ctx context.Context, leases []*Lease) {
 	for i := len(leases) - 1; i >= 0; i-- {
-		l := leases[i]
-		_ = l.Release(ctx)
-		l.fnCancel(nil)
-		close(l.runDone)
+		_ = leases[i].finishRun(ctx) // held only for an instant: a loss means nothing here
 	}
 }
 
@@ -215,19 +196,9 @@ func runSet(ctx context.Context, leases []*Lease, fctxs []context.Context, fn fu
 		cancel(nil)
 		var lost []error
 		for _, l := range leases {
-			lostErr := l.Err()
-			rerr := l.Release(ctx)
-			if lostErr == nil && errors.Is(rerr, ErrNotHeld) {
-				lostErr = l.Err()
-			}
-			if rerr != nil && lostErr == nil {
-				l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
-			}
-			if lostErr != nil {
+			if lostErr := l.finishRun(ctx); lostErr != nil {
 				lost = append(lost, lostErr)
 			}
-			l.fnCancel(nil)
-			close(l.runDone)
 		}
 		if len(lost) > 0 {
 			err = errors.Join(append(lost, err)...)

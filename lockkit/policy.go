@@ -1,6 +1,7 @@
 package lockkit
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/telemetry"
 )
 
 // Policy is how a domain's locks behave: how long a lease lives, how often it
@@ -137,6 +139,48 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 		errs = append(errs, fmt.Errorf("retry %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// retrySchedule is one acquisition's waits between attempts: jittered
+// backoff, bounded by MaxAttempts and by MaxWait from the start. Do and
+// DoAll share it.
+type retrySchedule struct {
+	r     *RetryPolicy
+	start time.Time
+	bo    backoff.BackOff // made at the first wait: an uncontended acquire pays nothing
+}
+
+// next is the wait before the next attempt, or the outcome that ends the
+// acquisition: OutcomeExhausted (no attempts left) or OutcomeTimeout
+// (MaxWait spent).
+func (s *retrySchedule) next() (time.Duration, telemetry.Outcome, bool) {
+	if s.bo == nil {
+		s.bo = s.r.newBackOff()
+	}
+	wait := s.bo.NextBackOff()
+	if wait == backoff.Stop {
+		return 0, telemetry.OutcomeExhausted, false
+	}
+	if mw := s.r.MaxWait; mw > 0 {
+		left := mw - time.Since(s.start)
+		if left <= 0 {
+			return 0, telemetry.OutcomeTimeout, false
+		}
+		wait = min(wait, left)
+	}
+	return wait, 0, true
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // newBackOff returns a fresh backoff for one acquisition: backoff state must

@@ -4,12 +4,14 @@ import (
 	_ "embed"
 
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed acquire.lua
-	acquireSrc    string
+	acquireBody   string
+	acquireSrc    = policy.NextFenceLua + acquireBody
 	acquireScript = redis.NewScript(acquireSrc)
 
 	// Release and extend check the owner exactly: the value is the lease's

@@ -43,13 +43,7 @@ end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- Prune waiters that stopped calling: dead, or gone without leaving.
-local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
-if #dead > 0 then
-  redis.call('ZREM', queue, unpack(dead))
-  redis.call('ZREM', deadlines, unpack(dead))
-  redis.call('HDEL', waiters, unpack(dead))
-end
+local dead = prune(queue, deadlines, waiters, now_ms)
 
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not owner then
@@ -64,14 +58,8 @@ if not owner then
     end
     local fence = 0
     if #KEYS >= 6 then
-      -- fence = max(counter + 1, server TIME in µs), stored back: strictly
-      -- increasing per key, even after the counter was lost.
-      fence = redis.call('INCR', KEYS[6])
-      local us = t[1] .. string.format('%06d', tonumber(t[2]))
-      if tonumber(us) > fence then
-        redis.call('SET', KEYS[6], us)
-        fence = tonumber(us)
-      end
+      -- internal/policy's rule, prepended to this script.
+      fence = next_fence(KEYS[6])
     end
     return {1, fence, prev, tonumber(ARGV[2])}
   end

@@ -90,23 +90,39 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 )
 
 var (
+	// The grant scripts issue fences by internal/policy's one rule.
 	//go:embed acquire.lua
-	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireBody   string
+	acquireScript = redis.NewScript(policy.NextFenceLua + pruneLua + acquireBody)
 
 	//go:embed release.lua
-	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseBody   string
+	releaseScript = redis.NewScript(policy.NextFenceLua + pruneLua + releaseBody)
 )
+
+// pruneLua removes waiters whose server-side deadline passed (dead, or gone
+// without leaving), at most 100 a call, and returns them; both scripts that
+// look at the queue's head run it first.
+const pruneLua = `local function prune(queue, deadlines, waiters, now_ms)
+  local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
+  if #dead > 0 then
+    redis.call('ZREM', queue, unpack(dead))
+    redis.call('ZREM', deadlines, unpack(dead))
+    redis.call('HDEL', waiters, unpack(dead))
+  end
+  return dead
+end
+`
 
 // Suffixes of the keys and the channel derived from a lock key (see the
 // package doc). The fence suffix is the runtime's.
 const (
-	FenceSuffix     = ":fence"
+	FenceSuffix     = policy.FenceSuffix
 	QueueSuffix     = ":q"
 	DeadlinesSuffix = ":qd"
 	PreviousSuffix  = ":qp"

@@ -45,12 +45,7 @@ end
 
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
-if #dead > 0 then
-  redis.call('ZREM', queue, unpack(dead))
-  redis.call('ZREM', deadlines, unpack(dead))
-  redis.call('HDEL', waiters, unpack(dead))
-end
+prune(queue, deadlines, waiters, now_ms)
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not head then
   return held
@@ -80,12 +75,7 @@ redis.call('ZREM', deadlines, head)
 redis.call('HDEL', waiters, head)
 local fence = 0
 if fencing == '1' then
-  fence = redis.call('INCR', KEYS[6])
-  local us = t[1] .. string.format('%06d', tonumber(t[2]))
-  if tonumber(us) > fence then
-    redis.call('SET', KEYS[6], us)
-    fence = tonumber(us)
-  end
+  fence = next_fence(KEYS[6]) -- internal/policy's rule, prepended
 end
 redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch,
   head .. ' ' .. string.format('%.0f', fence) .. ' ' .. px .. ' ' .. prev)

@@ -181,3 +181,23 @@ const upperHex = "0123456789ABCDEF"
 func NeedsEscape(c byte) bool {
 	return c < 0x20 || c == 0x7f || c == '%' || c == ':' || c == '{' || c == '}'
 }
+
+// NextFenceLua is the fence rule for the scripts that grant a lock: prepend
+// it, then next_fence(counter_key) issues the lock's next fence,
+// max(counter + 1, server TIME in µs), and stores it back. The counter alone
+// goes back when Redis loses writes (a restart without them, everysec AOF, a
+// failover to a replica that missed the last INCRs); the clock does not, so
+// fences stay strictly increasing as long as the server clock never steps
+// back and grants stay below one per microsecond per key. Both numbers stay
+// below 2^53, so Lua's doubles hold them exactly.
+const NextFenceLua = `local function next_fence(counter)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local fence = redis.call('INCR', counter)
+  if now > fence then
+    fence = now
+    redis.call('SET', counter, string.format('%.0f', fence))
+  end
+  return fence
+end
+`
