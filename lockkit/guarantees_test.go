@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,35 +104,10 @@ func TestDoInPausedProcessReportsLoss(t *testing.T) {
 	const ttl = 300 * time.Millisecond
 	for round := range 4 {
 		key := fmt.Sprintf("lock:%s:{%d}", t.Name(), round)
-		cmd := exec.Command(os.Args[0], "-test.run=^TestDoInPausedProcessReportsLoss$")
-		cmd.Env = append(os.Environ(), "LOCKKIT_PAUSED_HOLDER="+r.Addr(), "LOCKKIT_PAUSED_KEY="+key)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
+		child := testserver.StartChild(t, "^TestDoInPausedProcessReportsLoss$", "LOCKKIT_PAUSED_HOLDER="+r.Addr(), "LOCKKIT_PAUSED_KEY="+key)
+		for child.Next(t) != "in fn" { // Next fails on an "error …" line
 		}
-		pid := cmd.Process.Pid
-		t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL); _ = cmd.Wait() })
-		lines := bufio.NewScanner(stdout)
-		next := func() string {
-			done := make(chan bool, 1)
-			go func() { done <- lines.Scan() }()
-			select {
-			case <-done:
-				return lines.Text()
-			case <-time.After(20 * time.Second):
-				t.Fatal("the holder process said nothing for 20s")
-			}
-			return ""
-		}
-		for line := next(); line != "in fn"; line = next() {
-			if strings.HasPrefix(line, "error") {
-				t.Fatal(line)
-			}
-		}
-		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		child.Signal(t, syscall.SIGSTOP)
 		// Past the lease's TTL, the key expires on the server; take it.
 		deadline := time.Now().Add(10 * time.Second)
 		for !rdb.SetNX(t.Context(), key, "thief", 10*time.Second).Val() {
@@ -143,17 +117,12 @@ func TestDoInPausedProcessReportsLoss(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		// fn will return the moment it is continued: its go is already queued.
-		if _, err := stdin.Write([]byte("go\n")); err != nil {
-			t.Fatal(err)
-		}
-		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-			t.Fatal(err)
-		}
-		result := next()
-		if result != "lost" {
+		child.Send(t, "go")
+		child.Signal(t, syscall.SIGCONT)
+		if result := child.Next(t); result != "lost" {
 			t.Fatalf("round %d: the paused holder's Do returned %q, want an error matching ErrLockLost", round, result)
 		}
-		_ = cmd.Wait()
+		_ = child.Wait(t, 10*time.Second)
 		if got := rdb.Get(t.Context(), key).Val(); got != "thief" {
 			t.Fatalf("round %d: the thief's key holds %q after the holder released", round, got)
 		}

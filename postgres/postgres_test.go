@@ -6,10 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -446,58 +444,8 @@ func TestPausedHolderProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = time.Second
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holderEnv+"="+pg.DSN(), holderTTLEnv+"="+ttl.String())
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			<-exited
-		}
-	})
-	next := func() string {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("holder process exited early")
-			}
-			if strings.HasPrefix(l, "error ") {
-				t.Fatalf("holder process: %s", l)
-			}
-			return l
-		case <-time.After(20 * time.Second):
-			t.Fatal("holder process said nothing for 20s")
-		}
-		return ""
-	}
-	f1, err := strconv.ParseInt(strings.TrimPrefix(next(), "fence "), 10, 64)
+	child := testserver.StartChild(t, "^$", holderEnv+"="+pg.DSN(), holderTTLEnv+"="+ttl.String())
+	f1, err := strconv.ParseInt(strings.TrimPrefix(child.Next(t), "fence "), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,9 +456,7 @@ func TestPausedHolderProcess(t *testing.T) {
 	if err := lockOf(c, "paused", p, "x").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { return nil }); !errors.Is(err, lockkit.ErrNotAcquired) {
 		t.Fatalf("TryDo while the holder runs: %v, want ErrNotAcquired", err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	child.Signal(t, syscall.SIGSTOP)
 	stopped := time.Now()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
@@ -530,22 +476,18 @@ func TestPausedHolderProcess(t *testing.T) {
 	if f2 <= f1 {
 		t.Fatalf("new holder's fence %d, not above the paused holder's %d", f2, f1)
 	}
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(stdin, "write\n"); err != nil {
-		t.Fatal(err)
-	}
-	if l := next(); l != "err true" {
+	child.Signal(t, syscall.SIGCONT)
+	child.Send(t, "write")
+	if l := child.Next(t); l != "err true" {
 		t.Errorf("resumed holder's lease.Err(): %q, want ErrLockLost", l)
 	}
-	if l := next(); l != "ctx true" {
+	if l := child.Next(t); l != "ctx true" {
 		t.Errorf("resumed holder's fn ctx: %q, want cancelled with ErrLockLost", l)
 	}
-	if l := next(); l != "write fenced" {
+	if l := child.Next(t); l != "write fenced" {
 		t.Fatalf("resumed holder's fenced write: %q, want %q", l, "write fenced")
 	}
-	if l := next(); l != "do true" {
+	if l := child.Next(t); l != "do true" {
 		t.Fatalf("resumed holder's Do: %q, want ErrLockLost", l)
 	}
 	var v string

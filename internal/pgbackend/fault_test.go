@@ -6,9 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
+	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -111,58 +110,8 @@ func TestPausedHolderProcess(t *testing.T) {
 		key = "lock:paused"
 		ttl = time.Second
 	)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holderEnv+"="+pg.DSN(), holderKeyEnv+"="+key, holderTTLEnv+"="+ttl.String())
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := cmd.Process.Pid
-	exited := make(chan error, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGCONT)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			<-exited
-		}
-	})
-	next := func() string {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatal("holder process exited early")
-			}
-			if strings.HasPrefix(l, "error ") {
-				t.Fatalf("holder process: %s", l)
-			}
-			return l
-		case <-time.After(20 * time.Second):
-			t.Fatal("holder process said nothing for 20s")
-		}
-		return ""
-	}
-	f1, err := strconv.ParseInt(strings.TrimPrefix(next(), "fence "), 10, 64)
+	child := testserver.StartChild(t, "^$", holderEnv+"="+pg.DSN(), holderKeyEnv+"="+key, holderTTLEnv+"="+ttl.String())
+	f1, err := strconv.ParseInt(strings.TrimPrefix(child.Next(t), "fence "), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,9 +121,7 @@ func TestPausedHolderProcess(t *testing.T) {
 	time.Sleep(2 * ttl)
 	mustContend(t, b, req(key, ttl, true))
 
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	child.Signal(t, syscall.SIGSTOP)
 	stopped := time.Now()
 	r := req(key, 10*time.Second, true)
 	f2, took := acquireWithin(t, b, r, 10*time.Second)
@@ -197,16 +144,12 @@ func TestPausedHolderProcess(t *testing.T) {
 		time.Sleep(2*ttl - time.Since(stopped))
 	}
 
-	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.WriteString(stdin, "write\n"); err != nil {
-		t.Fatal(err)
-	}
-	if l := next(); l != "extend false <nil>" {
+	child.Signal(t, syscall.SIGCONT)
+	child.Send(t, "write")
+	if l := child.Next(t); l != "extend false <nil>" {
 		t.Errorf("resumed holder's Extend: %q, want %q", l, "extend false <nil>")
 	}
-	if l := next(); l != "write fenced" {
+	if l := child.Next(t); l != "write fenced" {
 		t.Fatalf("resumed holder's fenced write: %q, want %q", l, "write fenced")
 	}
 	var v string
@@ -217,14 +160,8 @@ func TestPausedHolderProcess(t *testing.T) {
 	if v != "new holder" || stored.Int64 != f2 {
 		t.Fatalf("resource row: %q fence %v; want the new holder's write with fence %d", v, stored, f2)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("holder process: %v", err)
-		}
-		exited <- nil // for the cleanup
-	case <-time.After(10 * time.Second):
-		t.Fatal("holder process did not exit")
+	if err := child.Wait(t, 10*time.Second); err != nil {
+		t.Fatalf("holder process: %v", err)
 	}
 }
 
