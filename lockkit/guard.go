@@ -8,9 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
-	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -116,7 +117,7 @@ func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, err
 		before := br.State()
 		defer func() {
 			if after := br.State(); after != before {
-				telemetry.BreakerChanged(ctx, br.Name(), before.String(), after.String())
+				obs.BreakerChanged(ctx, br.Name(), before.String(), after.String())
 			}
 		}()
 	}

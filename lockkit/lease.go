@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -24,7 +26,7 @@ type Lease struct {
 	ctx    context.Context // done once lost or released; cause says which
 	cancel context.CancelCauseFunc
 
-	hold   *telemetry.Hold // nil when telemetry is off
+	hold   *obs.Hold       // nil when telemetry is off
 	logCtx context.Context // carries only the hold span, for log lines
 
 	// fnCancel cancels the ctx of the fn that Do runs under this lease; nil
@@ -53,7 +55,7 @@ const (
 // errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, be backend.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *telemetry.Hold) *Lease {
+func newLease(l Lock, be backend.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background()) // the lease's own: it outlives the acquire's ctx
 	logCtx := context.Background()
 	if hold != nil {

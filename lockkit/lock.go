@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/holder"
@@ -110,7 +112,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		contended bool
 	)
 	fail := func(o telemetry.Outcome, err error) (*Lease, context.Context, error) {
-		hold.EndAcquire(telemetry.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
+		hold.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
 		hold.End(o, err)
 		return nil, ctx, err
 	}
@@ -134,7 +136,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 					lease.releaseUntracked()
 					return fail(telemetry.OutcomeClosed, ErrClosed)
 				}
-				hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence})
+				hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence})
 				if testHookTracked != nil {
 					testHookTracked(c)
 				}
