@@ -114,7 +114,7 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 //
 // A check is no guarantee for the write that follows it: a holder can pause
 // between Err and its write. Only the fence (Fence, checked by the resource
-// with FencedSet or FencedTable) stops such a late write.
+// with fence.Set or fence.Table) stops such a late write.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	expired := l.state == held && !time.Now().Before(l.deadline)
