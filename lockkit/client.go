@@ -28,9 +28,6 @@ import (
 // generated file fails to compile instead of misbehaving at run time.
 const SupportPackageIsVersion1 = true
 
-// DefaultCommandTimeout bounds each Redis command a lock operation sends.
-const DefaultCommandTimeout = policy.DefaultCommandTimeout
-
 // Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
