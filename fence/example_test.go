@@ -47,12 +47,24 @@ func ExampleSet() {
 	case err != nil:
 		log.Fatal(err)
 	}
+}
 
-	guest, fence, err := fence.Get(ctx, rdb, "booking:table:12")
-	if err != nil {
+// Read a fenced value and the fence it was written with: in the service that
+// owns the resource, which needs only this package, not the lock runtime.
+func ExampleGet() {
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+
+	guest, n, err := fence.Get(ctx, rdb, "booking:table:12")
+	switch {
+	case errors.Is(err, redis.Nil):
+		fmt.Println("table 12 was never booked")
+	case err != nil:
 		log.Fatal(err)
+	default:
+		fmt.Printf("table 12 is booked by %s (fence %d)\n", guest, n)
 	}
-	fmt.Printf("table 12 is booked by %s (fence %d)\n", guest, fence)
 }
 
 // Guard a SQL row with the lease's fence. The table needs a fence column
