@@ -122,40 +122,12 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		sent := time.Now()
 		fence, err := l.attempt(actx, be, token)
 		if err == nil {
-			validUntil := sent.Add(p.TTL - d.drift)
-			if time.Until(validUntil) > 0 {
-				lease := newLease(l, be, token, fence, validUntil, hctx, hold)
-				fctx := hctx
-				if forDo {
-					fctx, lease.fnCancel = context.WithCancelCause(hctx)
-					lease.runDone = make(chan struct{})
-				}
-				// track arms the lease's timers in the same step, so a Close
-				// either sees a running lease or makes track refuse it.
-				if !c.track(lease) {
-					lease.releaseUntracked()
-					return fail(telemetry.OutcomeClosed, ErrClosed)
-				}
-				hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence})
-				if testHookTracked != nil {
-					testHookTracked(c)
-				}
-				if c.isClosed() {
-					// Close came between track and here: hand out no lease
-					// that Close is about to release, or already has.
-					_ = lease.Release(ctx)
-					if forDo {
-						lease.fnCancel(nil)
-						close(lease.runDone)
-					}
-					return nil, ctx, ErrClosed
-				}
-				return lease, fctx, nil
+			var lease *Lease
+			var fctx context.Context
+			lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{token: token, fence: fence, sent: sent, attempts: attempts, contended: contended}, forDo)
+			if err == nil || err == ErrClosed {
+				return lease, fctx, err
 			}
-			// The reply came too late to trust: the key may already have
-			// expired. Give it back and count it as a backend failure.
-			l.releaseToken(ctx, be, token)
-			err = fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(sent).Round(time.Millisecond), p.TTL)
 		}
 		if attempts == 1 && err == ErrNotAcquired {
 			contended = true
@@ -177,6 +149,64 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 	}
+}
+
+// granted is a successful attempt at a lock: what the backend gave
+// (token, fence), when the attempt was sent, and how the acquisition went.
+type granted struct {
+	token     string
+	fence     int64
+	sent      time.Time
+	attempts  int
+	contended bool
+}
+
+// grant turns a granted attempt into a tracked lease, for Do (forDo) or
+// Acquire, and ends the acquire span. It is the common end of acquireOn and
+// of DoAll's batched path. It returns ErrClosed, with the hold ended and the
+// key given back, when the client closed; an error wrapping ErrUnavailable,
+// with the key given back and the hold still open (the caller may retry),
+// when the reply came too late to trust.
+func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be backend.Backend, g granted, forDo bool) (*Lease, context.Context, error) {
+	d := l.d
+	c := d.c
+	p := &d.policy
+	validUntil := g.sent.Add(p.TTL - d.drift)
+	if time.Until(validUntil) <= 0 {
+		// The reply came too late to trust: the key may already have
+		// expired. Give it back and count it as a backend failure.
+		l.releaseToken(ctx, be, g.token)
+		return nil, ctx, fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(g.sent).Round(time.Millisecond), p.TTL)
+	}
+	lease := newLease(l, be, g.token, g.fence, validUntil, hctx, hold)
+	fctx := hctx
+	if forDo {
+		fctx, lease.fnCancel = context.WithCancelCause(hctx)
+		lease.runDone = make(chan struct{})
+	}
+	// track arms the lease's timers in the same step, so a Close either
+	// sees a running lease or makes track refuse it.
+	if !c.track(lease) {
+		lease.releaseUntracked()
+		hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeClosed, Attempts: g.attempts, Contended: g.contended, Err: ErrClosed})
+		hold.End(telemetry.OutcomeClosed, ErrClosed)
+		return nil, ctx, ErrClosed
+	}
+	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: g.attempts, Contended: g.contended, Fence: g.fence})
+	if testHookTracked != nil {
+		testHookTracked(c)
+	}
+	if c.isClosed() {
+		// Close came between track and here: hand out no lease that Close
+		// is about to release, or already has.
+		_ = lease.Release(ctx)
+		if forDo {
+			lease.fnCancel(nil)
+			close(lease.runDone)
+		}
+		return nil, ctx, ErrClosed
+	}
+	return lease, fctx, nil
 }
 
 // testHookTracked, when set by a test, runs right after a new lease is
