@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,6 +28,7 @@ var (
 	_ backend.Backend = (*redisBackend)(nil)
 	_ backend.Named   = (*redisBackend)(nil)
 	_ backend.Router  = clusterBackend{}
+	_ backend.Batcher = (*redisBackend)(nil)
 )
 
 // clusterBackend is a redisBackend over a Cluster client: the Router that
@@ -150,6 +153,78 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 		return 0, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
 	}
 	return 0, fmt.Errorf("%w: %d of %d within %v; the lock was released", errReplicas, acked, p.Replicas, p.ReplicaTimeout)
+}
+
+// CanBatch: a plain client (single node, or Sentinel's failover client)
+// talks to one server, which holds every key; a Cluster client only when all
+// keys hash to one slot (a script's keys must). Other clients (a Ring shards
+// keys over servers) take sets one by one.
+func (b *redisBackend) CanBatch(keys []string) bool {
+	switch b.rdb.(type) {
+	case *redis.Client:
+		return true
+	case *redis.ClusterClient:
+		slot := clusterSlot(keys[0])
+		for _, k := range keys[1:] {
+			if clusterSlot(k) != slot {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// AcquireAll runs the acquire-all script: every key of reqs or none, one
+// round trip. The fence counters of fencing locks go after the lock keys (a
+// counter shares its lock's hash tag, so its slot).
+func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]int64, error) {
+	keys := make([]string, len(reqs), 2*len(reqs))
+	args := make([]any, 1, 1+3*len(reqs))
+	args[0] = len(reqs)
+	for i, req := range reqs {
+		keys[i] = req.Key
+		fence := "0"
+		if req.Fencing {
+			keys = append(keys, policy.FenceKey(req.Key))
+			fence = "1"
+		}
+		args = append(args, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds(), fence)
+	}
+	fences, err := acquireAllScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	switch {
+	case err == redis.Nil:
+		return nil, backend.ErrContended
+	case err != nil:
+		return nil, err
+	case len(fences) != len(reqs):
+		return nil, fmt.Errorf("acquire-all script returned %d fences for %d locks", len(fences), len(reqs))
+	}
+	return fences, nil
+}
+
+// clusterSlot is the Redis Cluster hash slot of key (the Cluster
+// specification's HASH_SLOT): CRC16 (XMODEM) of its hash tag — what lies
+// between the first '{' and the next '}', when that is not empty — or of the
+// whole key, mod 16384. go-redis computes it only in an internal package.
+func clusterSlot(key string) int {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {

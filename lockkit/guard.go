@@ -30,7 +30,8 @@ type guarded struct {
 	router     backend.Router // nil: one breaker
 	capacity   backend.Capacity
 	classifier backend.Classifier
-	cheap      bool // be takes deadlines without timers (go-redis)
+	batcher    backend.Batcher // nil: sets are taken one by one
+	cheap      bool            // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
 	mu     sync.Mutex
@@ -49,6 +50,7 @@ func (c *Client) guard(name string, be backend.Backend) backend.Backend {
 	g.router, _ = be.(backend.Router)
 	g.capacity, _ = be.(backend.Capacity)
 	g.classifier, _ = be.(backend.Classifier)
+	g.batcher, _ = be.(backend.Batcher)
 	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
 		g.named(name, true)
@@ -138,20 +140,57 @@ func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, err
 			cancel()
 		}
 		realErr = err
-		switch {
-		case err == nil, errors.Is(err, backend.ErrContended):
-			return nil
-		case g.capacity != nil && g.capacity.IsCapacity(err):
-			return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
-		case g.classifier != nil && g.classifier.IsFailure(err):
-			return errServerFailure
-		}
-		return err
+		return g.verdict(err)
 	})
 	if err != nil && realErr == nil {
 		return 0, err // refused by the breaker
 	}
 	return fence, realErr
+}
+
+// verdict is what the breaker is told of an acquisition's error.
+func (g *guarded) verdict(err error) error {
+	switch {
+	case err == nil, errors.Is(err, backend.ErrContended):
+		return nil
+	case g.capacity != nil && g.capacity.IsCapacity(err):
+		return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
+	case g.classifier != nil && g.classifier.IsFailure(err):
+		return errServerFailure
+	}
+	return err
+}
+
+var _ backend.Batcher = (*guarded)(nil)
+
+// CanBatch is the backend's answer; false when it cannot batch at all.
+func (g *guarded) CanBatch(keys []string) bool {
+	return g.batcher != nil && g.batcher.CanBatch(keys)
+}
+
+// AcquireAll runs be's all-or-none acquisition through the breaker of the
+// node that serves the set (its keys share one, or CanBatch said no; on a
+// Cluster, the master of their slot), counted like one Acquire: the set is
+// one command to one node.
+func (g *guarded) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]int64, error) {
+	if g.batcher == nil {
+		return nil, errors.New("lockkit: the backend cannot take a set in one step")
+	}
+	br := g.forKey(ctx, reqs[0].Key)
+	var (
+		fences  []int64
+		realErr error
+	)
+	err := br.Do(ctx, func(ctx context.Context) error {
+		cctx, cancel := context.WithTimeout(ctx, g.cmdTimeout)
+		fences, realErr = g.batcher.AcquireAll(cctx, reqs)
+		cancel()
+		return g.verdict(realErr)
+	})
+	if err != nil && realErr == nil {
+		return nil, err // refused by the breaker
+	}
+	return fences, realErr
 }
 
 func (g *guarded) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {

@@ -14,6 +14,13 @@ var (
 	acquireSrc    = policy.NextFenceLua + acquireBody
 	acquireScript = redis.NewScript(acquireSrc)
 
+	// Acquire all takes a set of locks that live in one place (DoAll's
+	// batched path): all of them or none, fences by the same rule.
+	//go:embed acquire_all.lua
+	acquireAllBody   string
+	acquireAllSrc    = policy.NextFenceLua + acquireAllBody
+	acquireAllScript = redis.NewScript(acquireAllSrc)
+
 	// Release and extend check the owner exactly: the value is the lease's
 	// token, or its token followed by ';' and a holder description
 	// (internal/holder owns that format and its owns() check).

@@ -46,6 +46,26 @@ type Waiter interface {
 	AcquireWait(ctx context.Context, req *Request, maxWait time.Duration) (fence int64, err error)
 }
 
+// Batcher is implemented by a backend that can take several keys in one
+// atomic step when they live together (one Redis server, or one Cluster hash
+// slot). The Client asks CanBatch once per set: when it says no, the keys are
+// taken one by one, in canonical order, with rollback.
+type Batcher interface {
+	// CanBatch reports whether AcquireAll can take every one of keys (lock
+	// keys, distinct, in the set's canonical order) in one atomic step. It
+	// must be cheap and do no I/O.
+	CanBatch(keys []string) bool
+
+	// AcquireAll takes every key of reqs, each for its own token, TTL and
+	// fencing, or none of them: ErrContended when any key is held by
+	// another owner, and then nothing was taken. fences[i] is reqs[i]'s
+	// fence (0 without fencing). After an error other than ErrContended
+	// any of the keys may or may not be held for its token: the Client
+	// releases them all. The Client does not send a request with
+	// Replicas > 0 here.
+	AcquireAll(ctx context.Context, reqs []*Request) (fences []int64, err error)
+}
+
 // Capacity is implemented by a backend whose acquire can fail for want of a
 // local resource (a free pool connection) rather than because the server
 // failed. The Client reports such an error as unavailable but does not count
