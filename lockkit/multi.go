@@ -3,10 +3,16 @@ package lockkit
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/telemetry"
 )
 
 // Locker is a lock of any domain: a Lock, or a generated lock type, which
@@ -65,12 +71,17 @@ func (s *LeaseSet) Err() error {
 // DoAll holds every lock given, runs fn, and releases them all. The locks may
 // belong to different domains, but to one client.
 //
-// Deadlock-free by construction: the locks are taken in one canonical order
-// (by key), whatever order they are passed in, and one at a time with a
-// single attempt each; when one is held by someone else, every lock already
-// taken is given back before waiting, so no caller ever waits while holding.
-// Retry and backoff apply to the whole set, per the policy of the set's first
-// lock in canonical order. Duplicates collapse to one lock.
+// All or none, deadlock-free by construction. When the backend can take the
+// whole set in one atomic step (Redis: every key on one server, a single
+// node or Sentinel's master; on a Cluster, every key in one hash slot), one
+// script takes all the keys or none. Otherwise (Cluster keys across slots,
+// Redlock, PostgreSQL, or a lock that waits for replicas) the locks are taken
+// in one canonical order (by key), whatever order they are passed in, and
+// one at a time with a single attempt each; when one fails, every lock
+// already taken is given back before waiting, so no caller ever waits while
+// holding. Retry and backoff apply to the whole set, one attempt being one
+// script or one pass, per the policy of the set's first lock in canonical
+// order. Duplicates collapse to one lock.
 //
 // fn's ctx is cancelled, with a cause matching ErrLockLost, when any lease of
 // the set is lost; DoAll then returns an error matching ErrLockLost, as Do
@@ -128,27 +139,26 @@ func canonicalSet(given []Locker) ([]Lock, error) {
 	return slices.CompactFunc(set, func(a, b Lock) bool { return a.key == b.key }), nil
 }
 
-// acquireAll takes every lock in order, each with a single attempt, and gives
-// back what it took when one fails; it retries the whole set per the first
-// lock's policy when retry is set.
+// acquireAll takes the set, one attempt at a time, and retries the whole set
+// per the first lock's policy when retry is set. An attempt is one atomic
+// step when the backend can take the set in one (batcherFor), and otherwise
+// every lock in order, each with a single attempt, what was taken given back
+// when one fails.
 func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []context.Context, error) {
 	p := &set[0].d.policy
+	batch := batcherFor(set)
 	start := time.Now()
 	sched := retrySchedule{r: &p.Retry, start: start}
 	for attempts := 1; ; attempts++ {
-		leases := make([]*Lease, 0, len(set))
-		fctxs := make([]context.Context, 0, len(set))
-		var err error
-		for _, l := range set {
-			var (
-				lease *Lease
-				fctx  context.Context
-			)
-			lease, fctx, err = l.acquire(ctx, false, true)
-			if err != nil {
-				break
-			}
-			leases, fctxs = append(leases, lease), append(fctxs, fctx)
+		var (
+			leases []*Lease
+			fctxs  []context.Context
+			err    error
+		)
+		if batch != nil {
+			leases, fctxs, err = attemptBatch(ctx, batch, set)
+		} else {
+			leases, fctxs, err = attemptOneByOne(ctx, set)
 		}
 		if err == nil {
 			return leases, fctxs, nil
@@ -166,6 +176,130 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			return nil, nil, fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
 		}
 	}
+}
+
+// attemptOneByOne takes every lock in order, each with a single attempt, and
+// stops at the first that fails: it returns what it took, for the caller to
+// give back.
+func attemptOneByOne(ctx context.Context, set []Lock) ([]*Lease, []context.Context, error) {
+	leases := make([]*Lease, 0, len(set))
+	fctxs := make([]context.Context, 0, len(set))
+	for _, l := range set {
+		lease, fctx, err := l.acquire(ctx, false, true)
+		if err != nil {
+			return leases, fctxs, err
+		}
+		leases, fctxs = append(leases, lease), append(fctxs, fctx)
+	}
+	return leases, fctxs, nil
+}
+
+// batcherFor is the client's backend as a Batcher when it can take the whole
+// set in one atomic step (one Redis server, or one Cluster slot); nil
+// otherwise (keys across Cluster slots, Redlock, PostgreSQL), and when a
+// lock of the set waits for replicas: WAIT is per key, so such a set is taken
+// one by one.
+func batcherFor(set []Lock) backend.Batcher {
+	if len(set) < 2 {
+		return nil
+	}
+	b, ok := set[0].d.c.be.(backend.Batcher)
+	if !ok {
+		return nil
+	}
+	keys := make([]string, len(set))
+	for i, l := range set {
+		if l.d.policy.Replicas > 0 {
+			return nil
+		}
+		keys[i] = l.key
+	}
+	if !b.CanBatch(keys) {
+		return nil
+	}
+	return b
+}
+
+// attemptBatch makes one attempt at the whole set in one step: one script
+// takes every key or none. Each lock gets its own token, fence, hold span
+// and lease, as if taken by TryDo; the backend call runs under the first
+// lock's acquire span. It returns the leases made before a failure, if any,
+// for the caller to give back.
+func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease, []context.Context, error) {
+	c := set[0].d.c
+	if c.isClosed() {
+		return nil, nil, ErrClosed
+	}
+	n := len(set)
+	hctxs := make([]context.Context, n)
+	holds := make([]*obs.Hold, n)
+	reqs := make([]*backend.Request, n)
+	var actx context.Context // the first lock's acquire span: the call's
+	for i, l := range set {
+		hctxs[i], holds[i] = l.d.tel.StartHold(ctx, l.key)
+		lactx := holds[i].StartAcquire(hctxs[i])
+		if i == 0 {
+			actx = lactx
+		}
+		p := &l.d.policy
+		reqs[i] = &backend.Request{Key: l.key, Token: rand.Text(), Holder: c.holderOf(lactx), TTL: p.TTL, Fencing: p.Fencing}
+	}
+	// end ends the acquisitions of set[from:], which got no lease.
+	end := func(from int, o telemetry.Outcome, err error) {
+		for _, h := range holds[from:] {
+			h.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: 1, Contended: err == ErrNotAcquired, Err: err})
+			h.End(o, err)
+		}
+	}
+	sent := time.Now()
+	fences, err := b.AcquireAll(actx, reqs)
+	switch {
+	case err == nil:
+	case errors.Is(err, backend.ErrContended):
+		end(0, telemetry.OutcomeContended, ErrNotAcquired)
+		return nil, nil, ErrNotAcquired
+	case errors.Is(err, breaker.ErrOpen):
+		// Refused before anything was sent: there is nothing to clean up.
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		end(0, attemptOutcome(err, telemetry.OutcomeContended), err)
+		return nil, nil, err
+	default:
+		// The script may have run even though the reply was lost: release
+		// every token we may now hold, in the background (as attempt does).
+		c.background(func() {
+			for i, l := range set {
+				l.releaseToken(ctx, c.be, reqs[i].Token)
+			}
+		})
+		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		if ctx.Err() != nil {
+			end(0, ctxOutcome(ctx), err)
+		} else {
+			end(0, attemptOutcome(err, telemetry.OutcomeContended), err)
+		}
+		return nil, nil, err
+	}
+	leases := make([]*Lease, 0, n)
+	fctxs := make([]context.Context, 0, n)
+	for i, l := range set {
+		lease, fctx, err := l.grant(ctx, hctxs[i], holds[i], c.be, granted{token: reqs[i].Token, fence: fences[i], sent: sent, attempts: 1}, true)
+		if err != nil {
+			// Too late to trust, or the client closed: grant gave back this
+			// lock's key (and ended its hold when closed); give back the
+			// rest, and the caller the leases already made.
+			from, o := i, attemptOutcome(err, telemetry.OutcomeContended)
+			if err == ErrClosed {
+				from, o = i+1, telemetry.OutcomeClosed
+			}
+			for j := i + 1; j < n; j++ {
+				set[j].releaseToken(ctx, c.be, reqs[j].Token)
+			}
+			end(from, o, err)
+			return leases, fctxs, err
+		}
+		leases, fctxs = append(leases, lease), append(fctxs, fctx)
+	}
+	return leases, fctxs, nil
 }
 
 // giveBack releases leases taken for a set that could not be completed, in
