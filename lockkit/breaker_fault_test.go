@@ -628,7 +628,7 @@ func pollFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
 
 // startToxiproxy runs an in-process toxiproxy on a free loopback port in
 // front of upstream; proxy.Listen is its address.
-func startToxiproxy(t *testing.T, upstream string) *toxiproxy.Proxy {
+func startToxiproxy(t testing.TB, upstream string) *toxiproxy.Proxy {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	proxy := toxiproxy.NewProxy(srv, "redis", "127.0.0.1:0", upstream)
@@ -640,7 +640,7 @@ func startToxiproxy(t *testing.T, upstream string) *toxiproxy.Proxy {
 }
 
 // addLatency delays every reply from the server by latency.
-func addLatency(t *testing.T, proxy *toxiproxy.Proxy, name string, latency time.Duration) {
+func addLatency(t testing.TB, proxy *toxiproxy.Proxy, name string, latency time.Duration) {
 	t.Helper()
 	js := fmt.Sprintf(`{"name":%q,"type":"latency","stream":"downstream","toxicity":1,"attributes":{"latency":%d}}`, name, latency.Milliseconds())
 	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {

@@ -4,21 +4,76 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/redis/go-redis/v9"
 )
 
-// BenchmarkTwoKeys compares a 2-key DoAll with two nested Do calls on the
-// same keys, uncontended, in one run:
+// BenchmarkTwoKeys compares, on one Redis server, uncontended, in one run:
+// two nested Do calls; a 2-key DoAll taken by one script (the batched path,
+// what DoAll does on one server or one Cluster slot); and the same DoAll
+// taken one key at a time (its path across Cluster slots), on a client whose
+// backend hides the batch:
 //
-//	go test -run '^$' -bench TwoKeys -benchmem ./lockkit/
+//	go test -run '^$' -bench TwoKeys -benchmem -count 3 ./lockkit/
+//
+// "loopback" is direct; "reply+1ms" goes through an in-process toxiproxy
+// that delays every reply by 1ms, a round trip as across a data centre,
+// where the script's saved round trip shows.
 func BenchmarkTwoKeys(b *testing.B) {
+	for _, fencing := range []bool{false, true} {
+		for _, delayed := range []bool{false, true} {
+			name := "plain"
+			if fencing {
+				name = "fenced"
+			}
+			if delayed {
+				name += "/reply+1ms"
+			} else {
+				name += "/loopback"
+			}
+			b.Run(name, func(b *testing.B) { benchTwoKeys(b, fencing, delayed) })
+		}
+	}
+}
+
+func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 	rdb := benchRedis(b)
+	if err := acquireAllScript.Load(context.Background(), rdb).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if delayed {
+		proxy := startToxiproxy(b, rdb.Options().Addr)
+		addLatency(b, proxy, "rtt", time.Millisecond)
+		o := *rdb.Options()
+		o.Addr = proxy.Listen
+		rdb = redis.NewClient(&o)
+		defer rdb.Close()
+	}
+	domain := func(c *Client) (x, y Lock) {
+		d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second, Fencing: fencing}})
+		return d.Key(8).Literal("acct:").String("x").Lock(), d.Key(8).Literal("acct:").String("y").Lock()
+	}
 	c, err := New(Redis(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second}})
-	x, y := d.Key(8).Literal("acct:").String("x").Lock(), d.Key(8).Literal("acct:").String("y").Lock()
+	x, y := domain(c)
+	if batcherFor([]Lock{x, y}) == nil {
+		b.Fatal("the set is not batched")
+	}
+	c1, err := New(Backend{spec: backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
+		return oneByOne{newRedisBackend(rdb, cfg.CommandTimeout)}, nil
+	}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c1.Close(context.Background())
+	x1, y1 := domain(c1)
+	if batcherFor([]Lock{x1, y1}) != nil {
+		b.Fatal("the one-by-one client batches")
+	}
 	ctx := context.Background()
 	noop := func(context.Context, *Lease) error { return nil }
 	b.Run("nested_do", func(b *testing.B) {
@@ -30,7 +85,7 @@ func BenchmarkTwoKeys(b *testing.B) {
 			}
 		}
 	})
-	b.Run("do_all", func(b *testing.B) {
+	b.Run("do_all_one_script", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := DoAll(ctx, func(context.Context, *LeaseSet) error { return nil }, x, y); err != nil {
@@ -38,4 +93,18 @@ func BenchmarkTwoKeys(b *testing.B) {
 			}
 		}
 	})
+	b.Run("do_all_one_by_one", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := DoAll(ctx, func(context.Context, *LeaseSet) error { return nil }, x1, y1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
+
+// oneByOne is a Redis backend without its Batcher: DoAll takes a set on it
+// one key at a time, as across Cluster slots.
+type oneByOne struct{ backend.Backend }
+
+func (oneByOne) cheapDeadlines() {} // as the Redis backend it wraps
