@@ -177,6 +177,14 @@ func (g *guarded) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]in
 		return nil, errors.New("lockkit: the backend cannot take a set in one step")
 	}
 	br := g.forKey(ctx, reqs[0].Key)
+	if trace.SpanFromContext(ctx).IsRecording() {
+		before := br.State()
+		defer func() {
+			if after := br.State(); after != before {
+				obs.BreakerChanged(ctx, br.Name(), before.String(), after.String())
+			}
+		}()
+	}
 	var (
 		fences  []int64
 		realErr error

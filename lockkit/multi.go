@@ -260,7 +260,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 		return nil, nil, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
-		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
 		end(0, attemptOutcome(err, telemetry.OutcomeContended), err)
 		return nil, nil, err
 	default:
@@ -271,7 +271,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 				l.releaseToken(ctx, c.be, reqs[i].Token)
 			}
 		})
-		err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
 		if ctx.Err() != nil {
 			end(0, ctxOutcome(ctx), err)
 		} else {

@@ -261,6 +261,38 @@ func TestDoAllBatchFencesPerKey(t *testing.T) {
 	}
 }
 
+// Sentinel's failover client talks to one master: a set is taken there by
+// one script. A set with a lock whose domain waits for replicas is taken one
+// by one (WAIT confirms one key's write).
+func TestDoAllBatchSentinelAndReplicas(t *testing.T) {
+	primary := testserver.StartRedis(t)
+	sentinel := testserver.StartSentinel(t, primary, "locks", 1)
+	c := newClientOver(t, sentinel.FailoverClient(t))
+	d := testDomain(t, c, Policy{TTL: 5 * time.Second, Fencing: true})
+	a, b := lockOn(d, "a"), lockOn(d, "b")
+	if batcherFor([]Lock{a, b}) == nil {
+		t.Fatal("a set over Sentinel's failover client is not batched")
+	}
+	loadScripts(t, primary.Client(t))
+	resetStats(t, primary)
+	err := DoAll(t.Context(), func(context.Context, *LeaseSet) error {
+		if n := calls(t, "evalsha", primary); n != 1 {
+			return fmt.Errorf("the master ran %d scripts for the set, want 1", n)
+		}
+		return nil
+	}, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicated := c.Domain(DomainSpec{Name: "replicated", Prefix: "lock:" + t.Name() + ":r:", Policy: Policy{TTL: 5 * time.Second, Replicas: 1}})
+	if replicated.err != nil {
+		t.Fatal(replicated.err)
+	}
+	if batcherFor([]Lock{a, lockOn(replicated, "c")}) != nil {
+		t.Fatal("a set with a lock that waits for replicas is batched")
+	}
+}
+
 // clusterSlot is the server's CLUSTER KEYSLOT, hash tags and odd keys
 // included.
 func TestClusterSlotMatchesServer(t *testing.T) {
@@ -345,6 +377,17 @@ func TestDoAllClusterBatchOnlyInOneSlot(t *testing.T) {
 		}, tc.set[1], tc.set[0])
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if tc.evalsha == 1 {
+			// The script went through the breaker of its slot's master.
+			master := clusterMasterOf(t, cc, tc.set[0].Key())
+			names := []string{}
+			for _, b := range d.c.breakers() {
+				names = append(names, b.Name())
+			}
+			if len(names) != 1 || names[0] != master {
+				t.Fatalf("breakers %v after the batched set, want only %s's", names, master)
+			}
 		}
 	}
 }
