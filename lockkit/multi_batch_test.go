@@ -390,6 +390,26 @@ func TestDoAllClusterBatchOnlyInOneSlot(t *testing.T) {
 			}
 		}
 	}
+
+	// One by one, the later key held: the earlier one was taken (its master
+	// ran the SET) and given back before TryDoAll returned.
+	other := testDomain(t, newClientOver(t, cl.Client(t)), Policy{TTL: 5 * time.Second})
+	held, err := lockOn(other, "q").TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(t.Context())
+	resetStats(t, nodes...)
+	err = TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, across[1], across[0])
+	if err != ErrNotAcquired {
+		t.Fatalf("TryDoAll across slots with the later key held = %v, want ErrNotAcquired", err)
+	}
+	if n := calls(t, "set", nodes...); n != 2 {
+		t.Fatalf("the nodes ran %d SETs, want 2 (the earlier key taken, the later refused)", n)
+	}
+	if n := cc.Exists(t.Context(), across[0].Key()).Val(); n != 0 {
+		t.Fatal("the earlier key stayed held after the later one was refused")
+	}
 }
 
 // startProxy runs an in-process toxiproxy on a free loopback port in front
