@@ -112,31 +112,9 @@ var errReplicas = errors.New("too few replicas acknowledged the lock")
 // primary knows about can be granted again after a failover.
 func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *backend.Request) (int64, error) {
 	value := holder.Value(p.Token, p.Holder) // the token, and who holds it
-	var node redis.Cmdable = b.rdb
-	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		// WAIT has no key: it must go to the master that took the write.
-		m, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return 0, err
-		}
-		node = m
-	}
-	run := func(eval func(redis.Pipeliner) *redis.Cmd) (acq, wait *redis.Cmd, err error) {
-		_, err = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			acq = eval(pipe)
-			wait = pipe.Do(ctx, "wait", p.Replicas, p.ReplicaTimeout.Milliseconds())
-			return nil
-		})
-		return acq, wait, err
-	}
-	ttl := p.TTL.Milliseconds()
-	acq, wait, _ := run(func(pipe redis.Pipeliner) *redis.Cmd {
-		return pipe.EvalSha(ctx, acquireScript.Hash(), keys, value, ttl)
-	})
-	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
-		acq, wait, _ = run(func(pipe redis.Pipeliner) *redis.Cmd {
-			return pipe.Eval(ctx, acquireSrc, keys, value, ttl)
-		})
+	acq, wait, err := b.evalWithWait(ctx, acquireScript, acquireSrc, keys, []any{value, p.TTL.Milliseconds()}, p.Replicas, p.ReplicaTimeout)
+	if err != nil {
+		return 0, err
 	}
 	n, err := acq.Int64()
 	if err != nil {
@@ -153,6 +131,32 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 		return 0, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
 	}
 	return 0, fmt.Errorf("%w: %d of %d within %v; the lock was released", errReplicas, acked, p.Replicas, p.ReplicaTimeout)
+}
+
+// evalWithWait sends script and WAIT in one pipeline (one round trip) on the
+// node that owns keys[0], with EVAL after a NOSCRIPT. WAIT has no key: on a
+// Cluster it must go to the master that took the write.
+func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, src string, keys []string, args []any, replicas int, timeout time.Duration) (acq, wait *redis.Cmd, err error) {
+	var node redis.Cmdable = b.rdb
+	if b.cluster != nil {
+		m, err := b.cluster.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		node = m
+	}
+	run := func(eval func(redis.Pipeliner) *redis.Cmd) {
+		_, _ = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			acq = eval(pipe)
+			wait = pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
+			return nil
+		})
+	}
+	run(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, script.Hash(), keys, args...) })
+	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
+		run(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+	}
+	return acq, wait, nil
 }
 
 // CanBatch: a plain client (single node, or Sentinel's failover client)
@@ -191,7 +195,19 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) 
 		}
 		args = append(args, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds(), fence)
 	}
-	fences, err := acquireAllScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	replicas, timeout := 0, time.Duration(0)
+	for _, req := range reqs {
+		replicas, timeout = max(replicas, req.Replicas), max(timeout, req.ReplicaTimeout)
+	}
+	var (
+		fences []int64
+		err    error
+	)
+	if replicas > 0 {
+		fences, err = b.acquireAllReplicated(ctx, keys, args, reqs, replicas, timeout)
+	} else {
+		fences, err = acquireAllScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+	}
 	switch {
 	case err == redis.Nil:
 		return nil, backend.ErrContended
@@ -201,6 +217,35 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) 
 		return nil, fmt.Errorf("acquire-all script returned %d fences for %d locks", len(fences), len(reqs))
 	}
 	return fences, nil
+}
+
+// acquireAllReplicated is AcquireAll with WAIT in the same round trip, for a
+// set with a lock that asks for replicas: WAIT counts the replicas that
+// acknowledged every write of the script, so the most any lock of the set
+// asks for (and the longest timeout) covers them all. Too few: every key is
+// released (owner-checked) and the set fails.
+func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, args []any, reqs []*backend.Request, replicas int, timeout time.Duration) ([]int64, error) {
+	acq, wait, err := b.evalWithWait(ctx, acquireAllScript, acquireAllSrc, keys, args, replicas, timeout)
+	if err != nil {
+		return nil, err
+	}
+	fences, err := acq.Int64Slice()
+	if err != nil {
+		return nil, err // redis.Nil (held) included
+	}
+	acked, werr := wait.Int64()
+	if werr == nil && acked >= int64(replicas) {
+		return fences, nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
+	defer cancel()
+	for _, req := range reqs {
+		_, _ = releaseScript.Run(rctx, b.rdb, []string{req.Key}, req.Token).Result()
+	}
+	if werr != nil {
+		return nil, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
+	}
+	return nil, fmt.Errorf("%w: %d of %d within %v; the locks of the set were released", errReplicas, acked, replicas, timeout)
 }
 
 // clusterSlot is the Redis Cluster hash slot of key (the Cluster

@@ -189,8 +189,12 @@ func (g *guarded) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]in
 		fences  []int64
 		realErr error
 	)
+	d := g.cmdTimeout
+	for _, req := range reqs {
+		d = max(d, g.cmdTimeout+req.ReplicaTimeout)
+	}
 	err := br.Do(ctx, func(ctx context.Context) error {
-		cctx, cancel := context.WithTimeout(ctx, g.cmdTimeout)
+		cctx, cancel := context.WithTimeout(ctx, d)
 		fences, realErr = g.batcher.AcquireAll(cctx, reqs)
 		cancel()
 		return g.verdict(realErr)

@@ -74,8 +74,9 @@ func (s *LeaseSet) Err() error {
 // All or none, deadlock-free by construction. When the backend can take the
 // whole set in one atomic step (Redis: every key on one server, a single
 // node or Sentinel's master; on a Cluster, every key in one hash slot), one
-// script takes all the keys or none. Otherwise (Cluster keys across slots,
-// Redlock, PostgreSQL, or a lock that waits for replicas) the locks are taken
+// script takes all the keys or none (with one WAIT after it when a lock of
+// the set waits for replicas). Otherwise (Cluster keys across slots,
+// Redlock, PostgreSQL) the locks are taken
 // in one canonical order (by key), whatever order they are passed in, and
 // one at a time with a single attempt each; when one fails, every lock
 // already taken is given back before waiting, so no caller ever waits while
@@ -196,9 +197,7 @@ func attemptOneByOne(ctx context.Context, set []Lock) ([]*Lease, []context.Conte
 
 // batcherFor is the client's backend as a Batcher when it can take the whole
 // set in one atomic step (one Redis server, or one Cluster slot); nil
-// otherwise (keys across Cluster slots, Redlock, PostgreSQL), and when a
-// lock of the set waits for replicas: WAIT is per key, so such a set is taken
-// one by one.
+// otherwise (keys across Cluster slots, Redlock, PostgreSQL).
 func batcherFor(set []Lock) backend.Batcher {
 	if len(set) < 2 {
 		return nil
@@ -209,9 +208,6 @@ func batcherFor(set []Lock) backend.Batcher {
 	}
 	keys := make([]string, len(set))
 	for i, l := range set {
-		if l.d.policy.Replicas > 0 {
-			return nil
-		}
 		keys[i] = l.key
 	}
 	if !b.CanBatch(keys) {
@@ -242,7 +238,10 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 			actx = lactx
 		}
 		p := &l.d.policy
-		reqs[i] = &backend.Request{Key: l.key, Token: rand.Text(), Holder: c.holderOf(lactx), TTL: p.TTL, Fencing: p.Fencing}
+		reqs[i] = &backend.Request{
+			Key: l.key, Token: rand.Text(), Holder: c.holderOf(lactx), TTL: p.TTL, Fencing: p.Fencing,
+			Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
+		}
 	}
 	// end ends the acquisitions of set[from:], which got no lease.
 	end := func(from int, o telemetry.Outcome, err error) {

@@ -262,9 +262,8 @@ func TestDoAllBatchFencesPerKey(t *testing.T) {
 }
 
 // Sentinel's failover client talks to one master: a set is taken there by
-// one script. A set with a lock whose domain waits for replicas is taken one
-// by one (WAIT confirms one key's write).
-func TestDoAllBatchSentinelAndReplicas(t *testing.T) {
+// one script.
+func TestDoAllBatchSentinel(t *testing.T) {
 	primary := testserver.StartRedis(t)
 	sentinel := testserver.StartSentinel(t, primary, "locks", 1)
 	c := newClientOver(t, sentinel.FailoverClient(t))
@@ -284,12 +283,48 @@ func TestDoAllBatchSentinelAndReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replicated := c.Domain(DomainSpec{Name: "replicated", Prefix: "lock:" + t.Name() + ":r:", Policy: Policy{TTL: 5 * time.Second, Replicas: 1}})
-	if replicated.err != nil {
-		t.Fatal(replicated.err)
+}
+
+// A batched set with a lock that waits for replicas: one script and one
+// WAIT; by the time fn runs the replica holds every key of the set, the
+// lock without Replicas included. When too few replicas acknowledge, the set
+// fails as unavailable and no key stays on the primary.
+func TestDoAllBatchWaitsForReplicas(t *testing.T) {
+	primary := testserver.StartRedis(t)
+	replica := testserver.StartReplica(t, primary)
+	replicasInSync(t, primary, 1)
+	loadScripts(t, primary.Client(t))
+	c := newClient(t, primary)
+	plain := testDomain(t, c, Policy{TTL: 5 * time.Second, Fencing: true})
+	one := c.Domain(DomainSpec{Name: "one", Prefix: "lock:" + t.Name() + ":one:", Policy: replicaPolicy()})
+	two := c.Domain(DomainSpec{Name: "two", Prefix: "lock:" + t.Name() + ":two:", Policy: Policy{TTL: 5 * time.Second, Replicas: 2, ReplicaTimeout: 50 * time.Millisecond}})
+	a, r1, r2 := lockOn(plain, "a"), lockOn(one, "r"), lockOn(two, "r")
+	if batcherFor([]Lock{a, r1}) == nil {
+		t.Fatal("a set with a replicated lock is not batched")
 	}
-	if batcherFor([]Lock{a, lockOn(replicated, "c")}) != nil {
-		t.Fatal("a set with a lock that waits for replicas is batched")
+	onReplica := replica.Client(t)
+	resetStats(t, primary)
+	err := DoAll(t.Context(), func(ctx context.Context, s *LeaseSet) error {
+		if ev, w := calls(t, "evalsha", primary), calls(t, "wait", primary); ev != 1 || w != 1 {
+			return fmt.Errorf("the primary ran %d scripts and %d WAITs, want 1 and 1", ev, w)
+		}
+		for _, l := range []Lock{a, r1} {
+			if v := onReplica.Get(ctx, l.Key()).Val(); !holder.Owns(v, s.Lease(l).Token()) {
+				return fmt.Errorf("the replica has %q at %s", v, l.Key())
+			}
+		}
+		return nil
+	}, r1, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	err = TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, a, r2)
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errReplicas) || !strings.Contains(err.Error(), "1 of 2 within 50ms; the locks of the set were released") {
+		t.Fatalf("TryDoAll needing 2 replicas of 1 = %v, want ErrUnavailable for too few replicas", err)
+	}
+	if n := primary.Client(t).Exists(t.Context(), a.Key(), r2.Key()).Val(); n != 0 {
+		t.Fatalf("%d keys of the refused set left on the primary", n)
 	}
 }
 

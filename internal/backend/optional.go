@@ -61,8 +61,9 @@ type Batcher interface {
 	// another owner, and then nothing was taken. fences[i] is reqs[i]'s
 	// fence (0 without fencing). After an error other than ErrContended
 	// any of the keys may or may not be held for its token: the Client
-	// releases them all. The Client does not send a request with
-	// Replicas > 0 here.
+	// releases them all. When a request asks for replicas, the grant waits
+	// for the most any request of the set asks for (WAIT covers every
+	// write of the step), at most the longest ReplicaTimeout.
 	AcquireAll(ctx context.Context, reqs []*Request) (fences []int64, err error)
 }
 
