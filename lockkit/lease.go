@@ -18,6 +18,7 @@ import (
 type Lease struct {
 	lock  Lock
 	be    backend.Backend // where it is held: the client's backend, or a transaction
+	queue backend.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
 	token string
 	fence int64
 
@@ -293,7 +294,16 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	defer c.untrack(l)
 
 	_, span := l.hold.StartRelease(ctx)
-	ok, err := l.be.Release(cctx, l.lock.key, l.token)
+	var (
+		ok  bool
+		err error
+	)
+	if l.queue != nil {
+		// Hand the lock to the next waiter and wake it, in the same script.
+		ok, err = l.queue.QueueRelease(cctx, l.lock.key, l.token, l.previousOf())
+	} else {
+		ok, err = l.be.Release(cctx, l.lock.key, l.token)
+	}
 	outcome := telemetry.OutcomeReleased
 	var foundLost error
 	switch {

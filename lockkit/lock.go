@@ -103,6 +103,13 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 	hctx, hold := d.tel.StartHold(ctx, l.key)
 	actx := hold.StartAcquire(hctx)
 	p := &d.policy
+	if p.Wait == WaitFIFO {
+		// The client's backend keeps queues (Domain refuses FIFO domains
+		// otherwise); another backend (a transaction's) polls.
+		if q := c.queueOf(be); q != nil {
+			return l.acquireFIFO(ctx, hctx, actx, hold, be, q, retry, forDo)
+		}
+	}
 	start := time.Now()
 	sched := retrySchedule{r: &p.Retry, start: start}
 	var (
@@ -122,33 +129,8 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		if err == nil {
 			validUntil := sent.Add(p.TTL - d.drift)
 			if time.Until(validUntil) > 0 {
-				lease := newLease(l, be, token, fence, validUntil, hctx, hold)
-				fctx := hctx
-				if forDo {
-					fctx, lease.fnCancel = context.WithCancelCause(hctx)
-					lease.runDone = make(chan struct{})
-				}
-				// track arms the lease's timers in the same step, so a Close
-				// either sees a running lease or makes track refuse it.
-				if !c.track(lease) {
-					lease.releaseUntracked()
-					return fail(telemetry.OutcomeClosed, ErrClosed)
-				}
-				hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence})
-				if testHookTracked != nil {
-					testHookTracked(c)
-				}
-				if c.isClosed() {
-					// Close came between track and here: hand out no lease
-					// that Close is about to release, or already has.
-					_ = lease.Release(ctx)
-					if forDo {
-						lease.fnCancel(nil)
-						close(lease.runDone)
-					}
-					return nil, ctx, ErrClosed
-				}
-				return lease, fctx, nil
+				res := telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence}
+				return l.grant(ctx, hctx, be, nil, token, fence, validUntil, hold, res, forDo)
 			}
 			// The reply came too late to trust: the key may already have
 			// expired. Give it back and count it as a backend failure.
@@ -175,6 +157,45 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 	}
+}
+
+// grant turns a granted acquisition into a tracked lease (the Client's), and
+// ends the acquire's telemetry with res. q is the backend's queue for a FIFO
+// lease (its release hands the lock over), nil otherwise.
+func (l Lock) grant(ctx, hctx context.Context, be backend.Backend, q backend.Queue, token string, fence int64, validUntil time.Time,
+	hold *telemetry.Hold, res telemetry.AcquireResult, forDo bool) (*Lease, context.Context, error) {
+	c := l.d.c
+	lease := newLease(l, be, token, fence, validUntil, hctx, hold)
+	lease.queue = q
+	fctx := hctx
+	if forDo {
+		fctx, lease.fnCancel = context.WithCancelCause(hctx)
+		lease.runDone = make(chan struct{})
+	}
+	// track arms the lease's timers in the same step, so a Close
+	// either sees a running lease or makes track refuse it.
+	if !c.track(lease) {
+		lease.releaseUntracked()
+		res.Outcome, res.Err, res.Fence = telemetry.OutcomeClosed, ErrClosed, 0
+		hold.EndAcquire(res)
+		hold.End(telemetry.OutcomeClosed, ErrClosed)
+		return nil, ctx, ErrClosed
+	}
+	hold.EndAcquire(res)
+	if testHookTracked != nil {
+		testHookTracked(c)
+	}
+	if c.isClosed() {
+		// Close came between track and here: hand out no lease
+		// that Close is about to release, or already has.
+		_ = lease.Release(ctx)
+		if forDo {
+			lease.fnCancel(nil)
+			close(lease.runDone)
+		}
+		return nil, ctx, ErrClosed
+	}
+	return lease, fctx, nil
 }
 
 // testHookTracked, when set by a test, runs right after a new lease is
@@ -246,6 +267,11 @@ func (c *Client) holderOf(ctx context.Context) string {
 func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
+	if q := l.d.c.queueOf(be); q != nil && l.d.policy.Wait == WaitFIFO {
+		// Leave the queue too, and hand the lock on if it was ours.
+		_, _ = q.QueueRelease(rctx, l.key, token, "")
+		return
+	}
 	_, _ = be.Release(rctx, l.key, token)
 }
 
