@@ -28,7 +28,7 @@ type guarded struct {
 	capacity   backend.Capacity
 	classifier backend.Classifier
 	queue      backend.Queue // nil: be keeps no FIFO queues
-	cheap      bool // be takes deadlines without timers (go-redis)
+	cheap      bool          // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
 	mu     sync.Mutex
