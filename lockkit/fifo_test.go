@@ -639,3 +639,125 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestFIFOClusterLocksOnAllSlots: on a 3-master Cluster, through the
+// client, a FIFO lock in every one of the 16384 slots is taken, contended
+// (the contender joins and leaves the queue), and given back: a script that
+// touched a key or a channel in another slot would fail. On keys spread over
+// every master, a waiter queued behind a holder is handed the lock on the
+// release, woken by a sharded push (SPUBLISH, SSUBSCRIBE to the slot's
+// master).
+func TestFIFOClusterLocksOnAllSlots(t *testing.T) {
+	testserver.RequireRedis(t)
+	testserver.RequireRedisCLI(t)
+	cl := testserver.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	d1 := fifoDomain(t, newClientOver(t, rdb), fifoPolicy(5*time.Second, 30*time.Second))
+	g := newTelRigOver(t, cl.Client(t))
+	d2 := fifoDomain(t, g.c, fifoPolicy(5*time.Second, 30*time.Second))
+
+	keys := make([]string, 16384)
+	for i, left := 0, len(keys); left > 0; i++ {
+		tag := strconv.Itoa(i)
+		if slot := redisClusterSlot(tag); keys[slot] == "" {
+			keys[slot] = "lock:slot{" + tag + "}"
+			left--
+		}
+	}
+	var (
+		wg     sync.WaitGroup
+		next   atomic.Int64
+		failed atomic.Int32
+		errs   = make(chan error, 16)
+	)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(keys) || failed.Load() > 0 {
+					return
+				}
+				k := keys[i]
+				lease, err := Lock{d: d1, key: k}.TryAcquire(ctx)
+				if err == nil {
+					if err = (Lock{d: d2, key: k}).TryDo(ctx, func(context.Context, *Lease) error { return nil }); err == ErrNotAcquired {
+						err = lease.Release(ctx)
+					} else {
+						err = fmt.Errorf("contender: %v, want ErrNotAcquired", err)
+					}
+				}
+				if err != nil {
+					failed.Add(1)
+					errs <- fmt.Errorf("slot %d (%s): %w", i, k, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	perNode := map[string]int{}
+	for slot := 0; slot < len(keys); slot += 97 {
+		k := keys[slot]
+		m, err := rdb.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := m.Options().Addr
+		if perNode[addr] >= 4 {
+			continue
+		}
+		perNode[addr]++
+		lease, err := Lock{d: d1, key: k}.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- Lock{d: d2, key: k}.Do(ctx, func(context.Context, *Lease) error { return nil })
+		}()
+		waitUntil(t, "the waiter queued on "+k, func() bool { return rdb.ZCard(ctx, k+fifo.QueueSuffix).Val() == 1 })
+		waitUntil(t, "the shard subscription of "+k, func() bool {
+			v, _ := m.Do(ctx, "PUBSUB", "SHARDCHANNELS", k+fifo.ChannelSuffix+"*").Slice()
+			return len(v) == 1
+		})
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("%s: the waiter: %v", k, err)
+		}
+	}
+	if len(perNode) != 3 {
+		t.Fatalf("keys on %d masters, want 3", len(perNode))
+	}
+	causes, _, _ := wakeCauses(g.named("lockkit.acquire test"))
+	t.Logf("wake-ups %v", causes)
+	if causes["push"] == 0 {
+		t.Fatal("no waiter on the Cluster was woken by a push")
+	}
+}
+
+// redisClusterSlot is CRC16 (XMODEM) of s modulo 16384: Redis Cluster's slot.
+func redisClusterSlot(s string) int {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc % 16384)
+}
