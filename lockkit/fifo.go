@@ -65,21 +65,32 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *telemetry.Hold,
 		// base is a local time no later than the server's start of the
 		// lock's LockTTL: the lease is trusted until base + LockTTL − drift.
 		validUntil := base.Add(r.LockTTL - d.drift)
-		if r.Earlier && (p.RenewInterval < 0 || time.Until(validUntil) < p.RenewInterval+c.cmdTimeout) {
+		var firstRenew time.Duration
+		if r.Earlier {
 			// A handover gives the lock for min(TTL, waiter TTL) from the
-			// release, and the release came after base: extend it to its
-			// full TTL now unless the next renewal is sure to land in time.
-			esent := time.Now()
-			ectx, cancel := context.WithTimeout(actx, c.cmdTimeout)
-			ok, err := be.Extend(ectx, l.key, token, p.TTL)
-			cancel()
+			// release, which came after base: the lease must be extended to
+			// its full TTL before validUntil. The first renewal does it
+			// when it can land in time (a short hold never pays for it);
+			// otherwise extend now.
+			need := time.Until(validUntil) - c.cmdTimeout // an extend sent later may land too late
 			switch {
-			case err == nil && ok:
-				validUntil = esent.Add(p.TTL - d.drift)
-			case err == nil:
-				validUntil = time.Time{} // expired under us: not ours any more
-			case time.Until(validUntil) <= 0:
-				return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: extending a handed-over lock: %w", l.key, ErrUnavailable, err))
+			case p.RenewInterval > 0 && p.RenewInterval <= need:
+				// The usual schedule renews in time.
+			case p.RenewInterval > 0 && need > c.cmdTimeout:
+				firstRenew = need / 2
+			default:
+				esent := time.Now()
+				ectx, cancel := context.WithTimeout(actx, c.cmdTimeout)
+				ok, err := be.Extend(ectx, l.key, token, p.TTL)
+				cancel()
+				switch {
+				case err == nil && ok:
+					validUntil = esent.Add(p.TTL - d.drift)
+				case err == nil:
+					validUntil = time.Time{} // expired under us: not ours any more
+				case time.Until(validUntil) <= 0:
+					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: extending a handed-over lock: %w", l.key, ErrUnavailable, err))
+				}
 			}
 		}
 		if time.Until(validUntil) <= 0 {
@@ -89,7 +100,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *telemetry.Hold,
 			hold.LinkPrevious(r.Previous)
 		}
 		res := telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: r.Fence}
-		return l.grant(ctx, hctx, be, q, token, r.Fence, validUntil, hold, res, forDo)
+		return l.grant(ctx, hctx, be, q, token, r.Fence, validUntil, firstRenew, hold, res, forDo)
 	}
 	for {
 		attempts++

@@ -761,3 +761,49 @@ func redisClusterSlot(s string) int {
 	}
 	return int(crc % 16384)
 }
+
+// TestFIFOHandedOverLeaseIsRenewedInTime: a handover gives the lock for
+// min(TTL, the waiter TTL) only; with a TTL longer than the waiter TTL the
+// new holder's first renewal comes early enough to extend it to its full
+// TTL, so a holder that keeps the lock past the handover's TTL keeps it.
+func TestFIFOHandedOverLeaseIsRenewedInTime(t *testing.T) {
+	r := testserver.StartRedis(t)
+	admin := r.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const ttl = 9 * time.Second // renewed every 3s; a handover gives 2s
+	d1 := fifoDomain(t, newClient(t, r), fifoPolicy(ttl, 30*time.Second))
+	d2 := fifoDomain(t, newClient(t, r), fifoPolicy(ttl, 30*time.Second))
+	l := lockOn(d1, "renew")
+	lease, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- lockOn(d2, "renew").Do(ctx, func(ctx context.Context, lease *Lease) error {
+			if pttl := admin.PTTL(ctx, l.Key()).Val(); pttl > policy.FIFOWaiterTTL {
+				return fmt.Errorf("the handover gave the lock %v, want at most the waiter TTL %v", pttl, policy.FIFOWaiterTTL)
+			}
+			select {
+			case <-time.After(policy.FIFOWaiterTTL + 500*time.Millisecond):
+			case <-ctx.Done():
+				return fmt.Errorf("lease lost: %w", context.Cause(ctx))
+			}
+			if err := lease.Err(); err != nil {
+				return err
+			}
+			if pttl := admin.PTTL(ctx, l.Key()).Val(); pttl <= policy.FIFOWaiterTTL {
+				return fmt.Errorf("past the handover's TTL the lock has %v left: it was not extended to its TTL %v", pttl, ttl)
+			}
+			return nil
+		})
+	}()
+	waitQueueLen(t, admin, l, 1)
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,8 +19,11 @@ type Lease struct {
 	lock  Lock
 	be    backend.Backend // where it is held: the client's backend, or a transaction
 	queue backend.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
-	token string
-	fence int64
+	// firstRenew, when > 0 and sooner than RenewInterval, is when the first
+	// renewal is due: a handed-over lock has less than the TTL left.
+	firstRenew time.Duration
+	token      string
+	fence      int64
 
 	ctx    context.Context // done once lost or released; cause says which
 	cancel context.CancelCauseFunc
@@ -76,6 +79,9 @@ func (l *Lease) start() {
 	}
 	l.expiry = c.sched.add(l.deadline, func() { go l.onDeadline() })
 	if every := l.lock.d.policy.RenewInterval; every > 0 {
+		if l.firstRenew > 0 {
+			every = min(every, l.firstRenew)
+		}
 		l.renew = c.sched.add(time.Now().Add(every), func() { c.background(l.renewNow) })
 	}
 }

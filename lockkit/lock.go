@@ -130,7 +130,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 			validUntil := sent.Add(p.TTL - d.drift)
 			if time.Until(validUntil) > 0 {
 				res := telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence}
-				return l.grant(ctx, hctx, be, nil, token, fence, validUntil, hold, res, forDo)
+				return l.grant(ctx, hctx, be, nil, token, fence, validUntil, 0, hold, res, forDo)
 			}
 			// The reply came too late to trust: the key may already have
 			// expired. Give it back and count it as a backend failure.
@@ -161,12 +161,13 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 
 // grant turns a granted acquisition into a tracked lease (the Client's), and
 // ends the acquire's telemetry with res. q is the backend's queue for a FIFO
-// lease (its release hands the lock over), nil otherwise.
+// lease (its release hands the lock over), nil otherwise; firstRenew, when
+// > 0, brings the first renewal forward (a handed-over lock's shorter TTL).
 func (l Lock) grant(ctx, hctx context.Context, be backend.Backend, q backend.Queue, token string, fence int64, validUntil time.Time,
-	hold *telemetry.Hold, res telemetry.AcquireResult, forDo bool) (*Lease, context.Context, error) {
+	firstRenew time.Duration, hold *telemetry.Hold, res telemetry.AcquireResult, forDo bool) (*Lease, context.Context, error) {
 	c := l.d.c
 	lease := newLease(l, be, token, fence, validUntil, hctx, hold)
-	lease.queue = q
+	lease.queue, lease.firstRenew = q, firstRenew
 	fctx := hctx
 	if forDo {
 		fctx, lease.fnCancel = context.WithCancelCause(hctx)
