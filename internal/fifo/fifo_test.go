@@ -706,3 +706,34 @@ func TestHolderValues(t *testing.T) {
 		t.Fatal("a token with ';' was accepted")
 	}
 }
+
+// TestPreviousIsTheLastReleasers: the trace context a waiter gets is its
+// immediate predecessor's, or none when that one left none; never an older
+// holder's.
+func TestPreviousIsTheLastReleasers(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	ctx := tctx(t, 20*time.Second)
+	key := "lock:t{previous}"
+	a, b, c := newToken(), newToken(), newToken()
+	if r, _ := acq(ctx, rdb, key, a, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
+		t.Fatal("a")
+	}
+	for _, tok := range []string{b, c} {
+		if r, _ := acq(ctx, rdb, key, tok, 10*time.Second, false, 5*time.Second, "x"+ChannelSuffix+"1"); r.Granted {
+			t.Fatal("queued waiter granted")
+		}
+	}
+	if held, _ := Release(ctx, rdb, key, a, "ctx-a"); !held {
+		t.Fatal("release a")
+	}
+	if r, _ := acq(ctx, rdb, key, b, 10*time.Second, false, 5*time.Second, ""); !r.Granted || r.Previous != "ctx-a" {
+		t.Fatalf("b: %+v, want a's context", r)
+	}
+	if held, _ := Release(ctx, rdb, key, b, ""); !held {
+		t.Fatal("release b")
+	}
+	if r, _ := acq(ctx, rdb, key, c, 10*time.Second, false, 5*time.Second, ""); !r.Granted || r.Previous != "" {
+		t.Fatalf("c: %+v, want no context (b left none), not a's", r)
+	}
+}

@@ -36,6 +36,9 @@ if owns(redis.call('GET', lock), token) then
   held = 1
 end
 if redis.call('ZCARD', queue) == 0 then
+  if held == 1 then
+    redis.call('DEL', prevkey) -- no waiter to pass a context to; none goes stale
+  end
   return held
 end
 redis.call('ZREM', queue, token)
@@ -54,13 +57,18 @@ if not head then
   return held
 end
 local prev = ''
-if held == 1 and ARGV[3] ~= '' then
+if held == 1 then
+  -- The releaser's context, or none: an untraced releaser must not pass on
+  -- an older holder's context as if it were its own.
   prev = ARGV[3]
   local qttl = redis.call('PTTL', queue)
-  if qttl > 0 then
+  if prev ~= '' and qttl > 0 then
     redis.call('SET', prevkey, prev, 'PX', qttl)
+  else
+    redis.call('DEL', prevkey)
   end
 else
+  -- A leave: the lock was released by its last holder, whose context stays.
   prev = redis.call('GET', prevkey) or ''
 end
 local w = redis.call('HGET', waiters, head)
