@@ -325,8 +325,17 @@ func TestFIFOLostPublishIsRecoveredByTheTimer(t *testing.T) {
 		done <- lockOn(waiterDom, "lost").Do(ctx, func(context.Context, *Lease) error { return nil })
 	}()
 	waitQueueLen(t, admin, l, 1)
+	deadlineOf := func() []redis.Z { return admin.ZRangeWithScores(ctx, l.Key()+fifo.DeadlinesSuffix, 0, -1).Val() }
+	first := deadlineOf()
 	channels := func() int { return len(admin.PubSubChannels(ctx, l.Key()+fifo.ChannelSuffix+"*").Val()) }
 	waitUntil(t, "the waiter's subscription", func() bool { return channels() == 1 })
+	// The subscription's confirmation wakes the waiter, which checks again
+	// (and refreshes its deadline): wait for that, so that the wake-up
+	// cannot come after the kill and pass for the recovery.
+	waitUntil(t, "the waiter's check after subscribing", func() bool {
+		d := deadlineOf()
+		return len(d) == 1 && len(first) == 1 && d[0].Score != first[0].Score
+	})
 	refuse.Store(true)
 	if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
@@ -805,5 +814,64 @@ func TestFIFOHandedOverLeaseIsRenewedInTime(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFIFODoAll: DoAll over FIFO domains takes each lock with a single
+// FIFO attempt: a lock found held is left at once (no place kept in its
+// queue while the set waits), nothing of the set stays held, and a set that
+// gets its locks releases them to the queue (the waiter behind is handed
+// its lock).
+func TestFIFODoAll(t *testing.T) {
+	r := testserver.StartRedis(t)
+	admin := r.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c1, c2 := newClient(t, r), newClient(t, r)
+	d1 := fifoDomain(t, c1, fifoPolicy(5*time.Second, 300*time.Millisecond))
+	d2 := fifoDomain(t, c2, fifoPolicy(5*time.Second, 30*time.Second))
+	a, b := lockOn(d1, "a"), lockOn(d1, "b")
+	lease, err := lockOn(d2, "a").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	err = DoAll(ctx, func(context.Context, *LeaseSet) error { ran = true; return nil }, a, b)
+	if !errors.Is(err, ErrNotAcquired) || ran {
+		t.Fatalf("DoAll with a held: %v (fn ran: %v), want ErrNotAcquired", err, ran)
+	}
+	if n := queueLen(t, admin, a); n != 0 {
+		t.Fatalf("DoAll left %d entries in a's queue", n)
+	}
+	if v := admin.Exists(ctx, b.Key()).Val(); v != 0 {
+		t.Fatal("DoAll left b held")
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The set holds both; a waiter queues on a behind it and is handed a
+	// when the set releases.
+	inSet := make(chan struct{})
+	goOn := make(chan struct{})
+	setDone := make(chan error, 1)
+	go func() {
+		setDone <- DoAll(ctx, func(context.Context, *LeaseSet) error {
+			close(inSet)
+			<-goOn
+			return nil
+		}, a, b)
+	}()
+	<-inSet
+	waiterDone := make(chan error, 1)
+	go func() {
+		waiterDone <- lockOn(d2, "a").Do(ctx, func(context.Context, *Lease) error { return nil })
+	}()
+	waitQueueLen(t, admin, a, 1)
+	close(goOn)
+	if err := <-setDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiterDone; err != nil {
+		t.Fatalf("the waiter behind the set: %v", err)
 	}
 }

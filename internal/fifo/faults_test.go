@@ -194,7 +194,14 @@ func TestLostPublishIsRecoveredByTheTimer(t *testing.T) {
 	defer cw.Close()
 	numsub := func() int64 { return rdb.PubSubNumSub(ctx, n.Channel(key)).Val()[n.Channel(key)] }
 	waitFor(t, "the subscription", func() bool { return numsub() == 1 })
-	drain(bw)
+	// The server lists the subscription before the client has read its
+	// confirmation: wait for the wake-up it brings (bw was registered
+	// before the subscription was asked for), or it could come after the
+	// kill below and pass for a resubscription. cw's, if it came, was
+	// delivered with bw's, under the same lock.
+	if k, err := bw.Wait(ctx, 5*time.Second); err != nil || k != WakeSubscribed {
+		t.Fatalf("after subscribing the head got %v, %v; want WakeSubscribed", k, err)
+	}
 	drain(cw)
 
 	refuse.Store(true)

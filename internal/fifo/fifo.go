@@ -84,7 +84,16 @@
 //
 // The queue lives on one deployment. Over N independent nodes there is no
 // single order to be first in: N queues can disagree, and a waiter at the
-// head of a majority need not exist. Redlock domains keep polling.
+// head of a majority need not exist. A Redlock client refuses FIFO
+// domains (lockkit's Client.Domain says why).
+//
+// # Who uses it
+//
+// lockkit's Client, for domains with Policy.Wait = WaitFIFO (wait: fifo in
+// lockkit.yaml): lockkit/fifo.go is the acquire loop described above,
+// lockkit/backend_fifo.go the Redis backend's side (one Notifier per
+// go-redis client), and lockkit/fifo_test.go tests the whole through
+// lockkit.New and Lock.Do.
 package fifo
 
 import (
