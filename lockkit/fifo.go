@@ -89,11 +89,13 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *telemetry.Hold,
 				case err == nil:
 					validUntil = time.Time{} // expired under us: not ours any more
 				case time.Until(validUntil) <= 0:
+					queued = true
 					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: extending a handed-over lock: %w", l.key, ErrUnavailable, err))
 				}
 			}
 		}
 		if time.Until(validUntil) <= 0 {
+			queued = true // give back what may still be ours, and hand it on
 			return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: the grant came too late to trust (TTL %v less drift)", l.key, ErrUnavailable, p.TTL))
 		}
 		if r.Previous != "" {
