@@ -875,3 +875,53 @@ func TestFIFODoAll(t *testing.T) {
 		t.Fatalf("the waiter behind the set: %v", err)
 	}
 }
+
+// TestFIFOOneSubscriptionPerKeyPerClient: waiters of one client on one key
+// share one subscription (one channel, one Pub/Sub connection per client),
+// however many wait.
+func TestFIFOOneSubscriptionPerKeyPerClient(t *testing.T) {
+	r := testserver.StartRedis(t)
+	admin := r.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	holderDom := fifoDomain(t, newClient(t, r), fifoPolicy(5*time.Second, 30*time.Second))
+	l := lockOn(holderDom, "shared")
+	lease, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const clients, per = 2, 3
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*per)
+	for range clients {
+		d := fifoDomain(t, newClient(t, r), fifoPolicy(5*time.Second, 30*time.Second))
+		for range per {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- lockOn(d, "shared").Do(ctx, func(context.Context, *Lease) error { return nil })
+			}()
+		}
+	}
+	waitQueueLen(t, admin, l, clients*per)
+	channels := func() []string { return admin.PubSubChannels(ctx, l.Key()+fifo.ChannelSuffix+"*").Val() }
+	waitUntil(t, "both clients' subscriptions", func() bool { return len(channels()) == clients })
+	for ch, n := range admin.PubSubNumSub(ctx, channels()...).Val() {
+		if n != 1 {
+			t.Fatalf("%d subscribers on %s, want 1 (one per client)", n, ch)
+		}
+	}
+	if conns, _ := admin.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text(); strings.Count(conns, "\n") != clients {
+		t.Fatalf("Pub/Sub connections:\n%s\nwant %d, one per client", conns, clients)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
