@@ -1,16 +1,16 @@
-// Package breaker is lockkit's circuit-breaker policy: which backend errors
-// count as failures, how many of them trip the circuit, and what a tripped
-// circuit does. The state machine is github.com/sony/gobreaker/v2; this
-// package decides what is fed into it.
+// Package breaker is lockkit's circuit-breaker policy, as an application sets
+// it ([Settings], passed to lockkit.WithBreaker) and sees it (an [*OpenError],
+// matching [ErrOpen], wrapped in lockkit.ErrUnavailable; a [State] in
+// lockkit.Health). The state machine is github.com/sony/gobreaker/v2.
 //
-// The runtime keeps one [Breaker] per backend node (named by its address)
-// and sends every Redis round trip for that node through [Breaker.Do].
-// This package knows nothing of the runtime.
+// The runtime keeps one breaker per backend node (named by its address: each
+// Cluster master, each Redlock node) and sends every round trip for that
+// node through it.
 //
 // # What counts as a backend failure
 //
-// [Classify] is the one place that sorts an error into an [Outcome].
-// [Failure] means the backend node is unreachable, too slow, or up but
+// The runtime sorts each error into a failure, a success or neither, in one
+// place. A failure means the backend node is unreachable, too slow, or up but
 // unable to serve locks:
 //
 //   - network errors: any [net.Error] (refused, reset, unreachable, DNS,
@@ -35,13 +35,13 @@
 //     The same codes inside a Redis 6 style script error ("ERR Error running
 //     script … -READONLY …") count too.
 //
-// [Ignored] means the error says nothing about the node, and is neither a
+// An ignored error says nothing about the node, and is neither a
 // failure nor a success:
 //
 //   - the caller's own ctx ended: [context.Canceled], or a timeout of any
 //     kind (including the i/o timeout go-redis reports when it put the ctx
-//     deadline on the socket), or the ctx's cause, once the callerCtx given
-//     to [Classify] is done or its deadline has passed;
+//     deadline on the socket), or the ctx's cause, once the caller's ctx is
+//     done or its deadline has passed;
 //   - [context.Canceled] from any ctx (cancellation is never the backend's
 //     doing);
 //   - [redis.ErrClosed] (this process closed its client) and
@@ -50,7 +50,7 @@
 //     resharding. The master is healthy; counting it would let a resharding
 //     open the breaker of a master that serves every other key.
 //
-// Everything else is a [Success]: the node answered. That includes
+// Everything else is a success: the node answered. That includes
 // contention ([redis.Nil], a nil reply), NOSCRIPT (the runtime falls back
 // to EVAL), WRONGTYPE, BUSYKEY, NOAUTH and other error replies, and errors
 // the runtime makes itself after a round trip. The breaker tracks the
@@ -81,8 +81,8 @@
 // # Open means fail closed
 //
 // While the circuit is open, and while half-open with all probe slots
-// taken, [Breaker.Do] does not call op and returns an [*OpenError] at once
-// (errors.Is(err, [ErrOpen]) is true), naming the node, since when it has
+// taken, the breaker fails the request at once with an [*OpenError]
+// (errors.Is(err, [ErrOpen]) is true) that names the node, since when it has
 // been open and how long until the next probe. Nothing is sent to the node
 // and nothing is assumed about it: a request the breaker refuses has failed,
 // so no lease is granted while the backend is uncertain.

@@ -4,55 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log"
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/lockkit"
 	"github.com/redis/go-redis/v9"
 )
 
-// One breaker per backend node; every round trip to the node goes through
-// it. The reply, redis.Nil included, comes back unchanged.
-func ExampleBreaker_Do() {
+// A client whose breakers open after three failures in a row and probe again
+// after five seconds. A lock refused by an open breaker fails at once with
+// lockkit.ErrUnavailable, and the *OpenError in it says which node and for
+// how much longer.
+func ExampleSettings() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	defer rdb.Close()
-	b := breaker.New("127.0.0.1:6379", breaker.Settings{OpenTimeout: time.Second})
-
-	ctx := context.Background() // the caller's ctx
-	var owner string
-	err := b.Do(ctx, func(ctx context.Context) error {
-		cmdCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond) // a per-command timeout
-		defer cancel()
-		var err error
-		owner, err = rdb.Get(cmdCtx, "lock:table:42").Result()
-		return err
-	})
-	switch {
-	case err == redis.Nil:
-		fmt.Println("free")
-	case errors.Is(err, breaker.ErrOpen):
-		fmt.Println("backend unavailable:", err)
-	case err != nil:
-		fmt.Println("error:", err)
-	default:
-		fmt.Println("held by", owner)
+	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithBreaker(breaker.Settings{
+		ConsecutiveFailures: 3,
+		OpenTimeout:         5 * time.Second,
+	}))
+	if err != nil {
+		log.Fatal(err)
 	}
-}
+	defer client.Close(context.Background())
 
-func ExampleClassify() {
-	live := context.Background()
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-
-	fmt.Println(breaker.Classify(redis.Nil, live))                // contention
-	fmt.Println(breaker.Classify(redis.ErrNoScript, live))        // the runtime falls back to EVAL
-	fmt.Println(breaker.Classify(io.EOF, live))                   // connection closed by the server
-	fmt.Println(breaker.Classify(context.DeadlineExceeded, live)) // a per-command timeout
-	fmt.Println(breaker.Classify(context.Canceled, gone))         // the caller gave up
-	// Output:
-	// success
-	// success
-	// failure
-	// failure
-	// ignored
+	jobs := client.Domain(lockkit.DomainSpec{Name: "job", Policy: lockkit.Policy{TTL: 30 * time.Second}})
+	err = jobs.Key(8).Literal("job:").String("42").Lock().TryDo(context.Background(), func(ctx context.Context, lease *lockkit.Lease) error {
+		return nil
+	})
+	var open *breaker.OpenError
+	if errors.As(err, &open) {
+		fmt.Printf("%s is failing: not sending to it for another %v\n", open.Name, open.RetryAfter)
+	}
 }

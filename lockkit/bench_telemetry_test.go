@@ -43,7 +43,7 @@ func BenchmarkDoTelemetry(b *testing.B) {
 		return c
 	}
 	// uninstrumented is a client whose telemetry is removed: domains bound
-	// from here on get a nil *telemetry.Domain, whose holds are nil, so no
+	// from here on get a nil *obs.Domain, whose holds are nil, so no
 	// telemetry call does anything.
 	uninstrumented := func(b *testing.B) *Client {
 		c := newBenchClient(b)

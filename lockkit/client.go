@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/holder"
@@ -26,9 +28,6 @@ import (
 // generated file fails to compile instead of misbehaving at run time.
 const SupportPackageIsVersion1 = true
 
-// DefaultCommandTimeout bounds each Redis command a lock operation sends.
-const DefaultCommandTimeout = policy.DefaultCommandTimeout
-
 // Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
@@ -39,8 +38,8 @@ type Client struct {
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
-	telOpts    telemetry.Options
-	tel        *telemetry.Instruments
+	telOpts    obs.Options
+	tel        *obs.Instruments
 	ttlEnv     map[string]time.Duration
 
 	// who is what the client records with each lock it takes (host, pid,
@@ -146,7 +145,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 	c.whoDesc = string(holder.AppendDescription(nil, c.who))
 	// Every log line of a lease carries its trace and span ids.
 	c.log = slog.New(telemetry.NewLogHandler(c.log.Handler()))
-	tel, err := telemetry.New(c.telOpts)
+	tel, err := obs.New(c.telOpts)
 	if err != nil {
 		return nil, fmt.Errorf("lockkit: telemetry: %w", err)
 	}
@@ -276,7 +275,7 @@ type DomainSpec struct {
 // applied and its policy validated.
 type Domain struct {
 	c      *Client
-	tel    *telemetry.Domain
+	tel    *obs.Domain
 	name   string
 	prefix string
 	policy Policy

@@ -1,7 +1,9 @@
 // Package lockkit is the runtime under lockkit's generated lock helpers:
-// Redis leases with owner-checked Lua scripts, background renewal that
-// cancels the work's ctx when a lease is lost, jittered exponential backoff,
-// and fencing numbers.
+// leases with owner-checked scripts on Redis (one node, Sentinel, Cluster or
+// Redlock) or PostgreSQL (package postgres), background renewal that cancels
+// the work's ctx when a lease is lost, jittered exponential backoff, a
+// circuit breaker per node, and fencing numbers (enforced at the resource by
+// package fence).
 //
 // Applications normally use the typed helpers generated from lockkit.yaml
 // (go run github.com/lockkit/lockkit/cmd/lockkit-gen), which build keys and carry each
@@ -27,4 +29,18 @@
 //
 // Contention is ErrNotAcquired, a backend problem ErrUnavailable, and the
 // caller's ctx ending is that ctx's error; the three are never confused.
+//
+// # Generated code and hand-written domains
+//
+// Generated code uses these names, which applications rarely write themselves:
+// DomainSpec (a domain's name, key prefix and Policy), Client.Domain (binds
+// it), Domain.Key with its KeyBuilder (builds one key of the domain's
+// pattern, escaping each parameter so that keys stay injective), and
+// RegisterDomains (declares the program's domains at init, so that New can
+// check LOCKKIT_TTL_* variables against them). SupportPackageIsVersion1 is
+// the handshake: generated files reference it, and a runtime that cannot
+// serve them any more drops it, so a stale file fails to compile. A program
+// without the generator declares its domains with the same calls (see the
+// examples of Client.Domain and RegisterDomains); the generator writes
+// nothing that such a program could not.
 package lockkit

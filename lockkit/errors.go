@@ -33,15 +33,6 @@ var (
 	// ErrClosed is returned by every operation after Client.Close.
 	ErrClosed = errors.New("lockkit: client closed")
 
-	// ErrFenced means the protected resource turned a write away because its
-	// fencing number is lower than one the resource has already accepted: a
-	// newer lease on the same lock has written since, so this writer's lease
-	// was lost (it expired while its holder was paused or cut off). Nothing
-	// was written. FencedSet and FencedTable.Update return it, as a
-	// *FenceError that says the resource, the writer's fence and the
-	// resource's.
-	ErrFenced = errors.New("lockkit: write fenced off: a newer lock holder has written")
-
 	// ErrNoClient is returned by a Lock that is not bound to a client: the
 	// zero Lock, or a generated package-level helper called before SetDefault.
 	ErrNoClient = errors.New("lockkit: lock has no client: call the generated package's SetDefault(client), or use its New(client)")

@@ -8,65 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/lockkit/lockkit/internal/testserver"
 )
-
-// The generated statement, per placeholder style, with identifiers quoted so
-// that no name can break out of its quotes; invalid tables are refused.
-func TestFencedTableStatement(t *testing.T) {
-	set := []Column{{"guest", "ana"}, {"seats", 4}}
-	for _, tc := range []struct {
-		table FencedTable
-		want  string
-	}{{
-		FencedTable{Table: "bookings", KeyColumn: "id"},
-		`UPDATE "bookings" SET "guest" = $1, "seats" = $2, "fence" = $3 WHERE "id" = $4 AND ("fence" IS NULL OR "fence" <= $5)`,
-	}, {
-		FencedTable{Schema: "app", Table: "bookings", KeyColumn: "id", FenceColumn: "lock_token", Placeholder: Question},
-		`UPDATE "app"."bookings" SET "guest" = ?, "seats" = ?, "lock_token" = ? WHERE "id" = ? AND ("lock_token" IS NULL OR "lock_token" <= ?)`,
-	}, {
-		FencedTable{Table: `x" = 1; DROP TABLE bookings; --`, KeyColumn: `i"d`},
-		`UPDATE "x"" = 1; DROP TABLE bookings; --" SET "guest" = $1, "seats" = $2, "fence" = $3 WHERE "i""d" = $4 AND ("fence" IS NULL OR "fence" <= $5)`,
-	}} {
-		q, args, err := tc.table.Statement("12", 7, set...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if q != tc.want {
-			t.Errorf("Statement =\n%s\nwant\n%s", q, tc.want)
-		}
-		if want := []any{"ana", 4, int64(7), "12", int64(7)}; len(args) != len(want) || args[0] != want[0] || args[1] != want[1] || args[2] != want[2] || args[3] != want[3] || args[4] != want[4] {
-			t.Errorf("args = %v, want %v", args, want)
-		}
-	}
-	q, _, err := FencedTable{Table: "t", KeyColumn: "k"}.Statement(1, 1)
-	if want := `UPDATE "t" SET "fence" = $1 WHERE "k" = $2 AND ("fence" IS NULL OR "fence" <= $3)`; err != nil || q != want {
-		t.Errorf("no set columns: %q, %v; want %q", q, err, want)
-	}
-
-	for _, bad := range []struct {
-		table FencedTable
-		fence int64
-		set   []Column
-		says  string
-	}{
-		{FencedTable{KeyColumn: "id"}, 1, nil, "Table is empty"},
-		{FencedTable{Table: "t"}, 1, nil, "KeyColumn is empty"},
-		{FencedTable{Table: "t", KeyColumn: "id"}, 1, []Column{{"", 1}}, "name is empty"},
-		{FencedTable{Table: "t\x00", KeyColumn: "id"}, 1, nil, "NUL"},
-		{FencedTable{Table: "t", KeyColumn: "id"}, 1, []Column{{"fence", 1}}, "is the fence column"},
-		{FencedTable{Table: "t", KeyColumn: "id"}, 1, []Column{{"a", 1}, {"a", 2}}, "appears twice"},
-		{FencedTable{Table: "t", KeyColumn: "id", Placeholder: 9}, 1, nil, "Placeholder"},
-		{FencedTable{Table: "t", KeyColumn: "id"}, 0, nil, "fence 0 is not a fencing number"},
-	} {
-		if _, _, err := bad.table.Statement(1, bad.fence, bad.set...); err == nil || !strings.Contains(err.Error(), bad.says) {
-			t.Errorf("%+v fence %d set %v: err = %v, want it to say %q", bad.table, bad.fence, bad.set, err, bad.says)
-		}
-	}
-}
 
 // startBookings starts PostgreSQL 15 with a bookings table made the way an
 // existing application's would be, then applies the documented migration.
@@ -79,7 +27,7 @@ func startBookings(t *testing.T, table string) (db *sql.DB, dsn string) {
 	}
 	t.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(16)
-	q := quoteIdent(table)
+	q := pgx.Identifier{table}.Sanitize()
 	for _, stmt := range []string{
 		`CREATE TABLE ` + q + ` (id text PRIMARY KEY, guest text)`,
 		`INSERT INTO ` + q + ` (id, guest) VALUES ('12', NULL), ('stress', NULL)`,
@@ -97,7 +45,7 @@ func guestAndFence(t *testing.T, db *sql.DB, table, id string) (string, sql.Null
 	t.Helper()
 	var guest sql.NullString
 	var fence sql.NullInt64
-	err := db.QueryRowContext(t.Context(), `SELECT guest, fence FROM `+quoteIdent(table)+` WHERE id = $1`, id).Scan(&guest, &fence)
+	err := db.QueryRowContext(t.Context(), `SELECT guest, fence FROM `+pgx.Identifier{table}.Sanitize()+` WHERE id = $1`, id).Scan(&guest, &fence)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,16 +53,16 @@ func guestAndFence(t *testing.T, db *sql.DB, table, id string) (string, sql.Null
 }
 
 // Update's rules on real PostgreSQL: a never-fenced row (NULL) takes the
-// first fence; equal and higher fences apply; a lower one is ErrFenced with
-// the stored fence; a missing row is sql.ErrNoRows, not ErrFenced. The same
+// first fence; equal and higher fences apply; a lower one is fence.ErrFenced with
+// the stored fence; a missing row is sql.ErrNoRows, not fence.ErrFenced. The same
 // through *sql.Tx (rolled back with it), *sql.Conn, and pgx without
 // database/sql via Statement. The table's name needs quoting.
 func TestFencedTableUpdatePostgres(t *testing.T) {
 	const name = `Book"ings`
 	db, dsn := startBookings(t, name)
 	ctx := t.Context()
-	tbl := FencedTable{Table: name, KeyColumn: "id"}
-	guest := func(g string) Column { return Column{Name: "guest", Value: g} }
+	tbl := fence.Table{Table: name, KeyColumn: "id"}
+	guest := func(g string) fence.Column { return fence.Column{Name: "guest", Value: g} }
 
 	if _, f := guestAndFence(t, db, name, "12"); f.Valid {
 		t.Fatalf("fence after the migration = %v, want NULL", f)
@@ -134,9 +82,9 @@ func TestFencedTableUpdatePostgres(t *testing.T) {
 			}
 			wantGuest, wantFence = g, s.fence
 		} else {
-			var fe *FenceError
-			if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.Fence != s.fence || fe.Current != wantFence {
-				t.Fatalf("step %d: Update(fence %d) = %v, want ErrFenced with current fence %d", i, s.fence, err, wantFence)
+			var fe *fence.Error
+			if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || fe.Fence != s.fence || fe.Current != wantFence {
+				t.Fatalf("step %d: Update(fence %d) = %v, want fence.ErrFenced with current fence %d", i, s.fence, err, wantFence)
 			}
 			if !strings.Contains(err.Error(), `"id" = 12`) {
 				t.Fatalf("step %d: error %q does not name the row", i, err)
@@ -148,8 +96,8 @@ func TestFencedTableUpdatePostgres(t *testing.T) {
 	}
 
 	err := tbl.Update(ctx, db, "no-such-id", 10, guest("x"))
-	if !errors.Is(err, sql.ErrNoRows) || errors.Is(err, ErrFenced) {
-		t.Fatalf("Update of a missing row = %v, want sql.ErrNoRows and not ErrFenced", err)
+	if !errors.Is(err, sql.ErrNoRows) || errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("Update of a missing row = %v, want sql.ErrNoRows and not fence.ErrFenced", err)
 	}
 
 	// In a transaction: the update and the follow-up read see the tx, and a
@@ -161,8 +109,8 @@ func TestFencedTableUpdatePostgres(t *testing.T) {
 	if err := tbl.Update(ctx, tx, "stress", 7, guest("in tx")); err != nil {
 		t.Fatal(err)
 	}
-	if err := tbl.Update(ctx, tx, "stress", 6, guest("stale in tx")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale update in the tx = %v, want ErrFenced", err)
+	if err := tbl.Update(ctx, tx, "stress", 6, guest("stale in tx")); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("stale update in the tx = %v, want fence.ErrFenced", err)
 	}
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
@@ -179,8 +127,8 @@ func TestFencedTableUpdatePostgres(t *testing.T) {
 	if err := tbl.Update(ctx, conn, "stress", 3, guest("via conn")); err != nil {
 		t.Fatal(err)
 	}
-	if err := tbl.Update(ctx, conn, "stress", 2, guest("stale via conn")); !errors.Is(err, ErrFenced) {
-		t.Fatalf("stale update via *sql.Conn = %v, want ErrFenced", err)
+	if err := tbl.Update(ctx, conn, "stress", 2, guest("stale via conn")); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("stale update via *sql.Conn = %v, want fence.ErrFenced", err)
 	}
 
 	// pgx without database/sql: run Statement yourself.
@@ -211,12 +159,12 @@ func TestFencedTableUpdatePostgres(t *testing.T) {
 }
 
 // The seeds' scenario, with PostgreSQL as the resource: A's stale update is
-// turned away with ErrFenced and B's booking stands.
+// turned away with fence.ErrFenced and B's booking stands.
 func TestFenceScenarioPostgres(t *testing.T) {
 	r := testserver.StartRedis(t)
 	db, _ := startBookings(t, "bookings")
 	ctx := t.Context()
-	tbl := FencedTable{Table: "bookings", KeyColumn: "id"}
+	tbl := fence.Table{Table: "bookings", KeyColumn: "id"}
 	const ttl = 500 * time.Millisecond // well above a slow reply on a loaded machine
 	pa := fencing(ttl)
 	pa.RenewInterval = -1 // a paused process renews nothing
@@ -236,15 +184,15 @@ func TestFenceScenarioPostgres(t *testing.T) {
 		if nb = lb.Fence(); nb <= n {
 			t.Errorf("B's fence %d, want above A's %d", nb, n)
 		}
-		return tbl.Update(ctx, db, "12", lb.Fence(), Column{"guest", "B"})
+		return tbl.Update(ctx, db, "12", lb.Fence(), fence.Column{Name: "guest", Value: "B"})
 	})
 	if err != nil {
 		t.Fatalf("B's booking: %v", err)
 	}
-	err = tbl.Update(ctx, db, "12", n, Column{"guest", "A"}) // A wakes up
-	var fe *FenceError
-	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.Current != nb {
-		t.Fatalf("A's stale update = %v, want ErrFenced with the row's fence %d", err, nb)
+	err = tbl.Update(ctx, db, "12", n, fence.Column{Name: "guest", Value: "A"}) // A wakes up
+	var fe *fence.Error
+	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || fe.Current != nb {
+		t.Fatalf("A's stale update = %v, want fence.ErrFenced with the row's fence %d", err, nb)
 	}
 	t.Logf("A's update: %v", err)
 	if g, f := guestAndFence(t, db, "bookings", "12"); g != "B" || f.Int64 != nb {
@@ -273,9 +221,9 @@ func TestFencedStressPostgres(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	tbl := FencedTable{Table: "bookings", KeyColumn: "id"}
-	res := runFencingStress(t, r, func(ctx context.Context, value string, fence int64) error {
-		return tbl.Update(ctx, db, "stress", fence, Column{"guest", value})
+	tbl := fence.Table{Table: "bookings", KeyColumn: "id"}
+	res := runFencingStress(t, r, func(ctx context.Context, value string, fenceNo int64) error {
+		return tbl.Update(ctx, db, "stress", fenceNo, fence.Column{Name: "guest", Value: value})
 	})
 	rows, err := db.QueryContext(t.Context(), `SELECT guest, fence FROM booking_log WHERE id = 'stress' ORDER BY seq`)
 	if err != nil {

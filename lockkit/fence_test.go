@@ -7,12 +7,13 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/fence"
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/faultharness"
@@ -254,7 +255,7 @@ func TestFenceIncreasesAfterRestartWithDataLoss(t *testing.T) {
 // On a real 3-master Redis Cluster, whatever the parameters hold, the lock
 // key and its counter hash to one slot: acquisition works through a
 // ClusterClient (a CROSSSLOT error otherwise), and CLUSTER KEYSLOT agrees.
-// FencedSet works there too.
+// fence.Set works there too.
 func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
@@ -300,8 +301,8 @@ func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 		if next := acquireFence(t, l); next <= lease.Fence() {
 			t.Errorf("%q: fence %d after %d", l.Key(), next, lease.Fence())
 		}
-		if err := FencedSet(t.Context(), cc, "booking:"+l.Key(), "x", lease.Fence()); err != nil {
-			t.Errorf("FencedSet on the cluster: %v", err)
+		if err := fence.Set(t.Context(), cc, "booking:"+l.Key(), "x", lease.Fence()); err != nil {
+			t.Errorf("fence.Set on the cluster: %v", err)
 		}
 	}
 	// The keys spread over the cluster, so the test is not one node's.
@@ -318,108 +319,9 @@ func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 	}
 }
 
-// FencedSet's rules: the first write is accepted, a higher or equal fence is
-// accepted, a lower one is ErrFenced and leaves the resource as it was.
-// Fences compare as integers even where float64 cannot tell them apart.
-func TestFencedSet(t *testing.T) {
-	r := testserver.StartRedis(t)
-	rdb := r.Client(t)
-	ctx := t.Context()
-	key := "booking:" + t.Name()
-
-	if _, _, err := FencedGet(ctx, rdb, key); !errors.Is(err, redis.Nil) {
-		t.Fatalf("FencedGet of a key never written = %v, want redis.Nil", err)
-	}
-	steps := []struct {
-		fence  int64
-		accept bool
-	}{
-		{100, true},                    // first write
-		{100, true},                    // same lease, again
-		{101, true},                    // newer lease
-		{99, false},                    // stale
-		{1000, true},                   // longer decimal is larger
-		{999, false},                   // shorter is smaller, whatever its digits
-		{1 << 53, true},                // 9007199254740992
-		{1<<53 + 1, true},              // a float64 rounds it to 1<<53
-		{1 << 53, false},               // equal to 1<<53+1 as floats: must still be turned away
-		{1<<62 + 12345, true},          // far past float precision
-		{1<<62 + 12344, false},         // differs in the last digit only
-		{1<<63 - 1, true},              // the largest fence
-		{1<<63 - 2, false},             //
-		{1_800_000_000_000_000, false}, // a TIME-seeded fence below the stored one
-	}
-	wantValue, wantFence := "", int64(0)
-	for i, s := range steps {
-		value := fmt.Sprintf("write %d", i)
-		err := FencedSet(ctx, rdb, key, value, s.fence)
-		if s.accept {
-			if err != nil {
-				t.Fatalf("step %d: FencedSet(fence %d) = %v, want accepted", i, s.fence, err)
-			}
-			wantValue, wantFence = value, s.fence
-		} else {
-			var fe *FenceError
-			if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) {
-				t.Fatalf("step %d: FencedSet(fence %d) = %v, want ErrFenced", i, s.fence, err)
-			}
-			if fe.Fence != s.fence || fe.Current != wantFence || fe.Resource != key {
-				t.Fatalf("step %d: %+v, want fence %d, current %d, resource %s", i, fe, s.fence, wantFence, key)
-			}
-			for _, part := range []string{key, strconv.FormatInt(s.fence, 10), strconv.FormatInt(wantFence, 10)} {
-				if !strings.Contains(err.Error(), part) {
-					t.Fatalf("step %d: error %q does not say %q", i, err, part)
-				}
-			}
-		}
-		v, f, err := FencedGet(ctx, rdb, key)
-		if err != nil || v != wantValue || f != wantFence {
-			t.Fatalf("step %d: FencedGet = %q, %d, %v; want %q, %d", i, v, f, err, wantValue, wantFence)
-		}
-	}
-
-	for _, bad := range []int64{0, -1} {
-		if err := FencedSet(ctx, rdb, key, "x", bad); err == nil || errors.Is(err, ErrFenced) {
-			t.Fatalf("FencedSet(fence %d) = %v, want an error that is not ErrFenced", bad, err)
-		}
-	}
-	if v, _, _ := FencedGet(ctx, rdb, key); v != wantValue {
-		t.Fatalf("an invalid fence changed the value to %q", v)
-	}
-}
-
-// A resource that is not a FencedSet hash, or whose stored fence is not a
-// number, is an error, neither accepted nor ErrFenced.
-func TestFencedSetRefusesForeignData(t *testing.T) {
-	r := testserver.StartRedis(t)
-	rdb := r.Client(t)
-	ctx := t.Context()
-	if err := rdb.Set(ctx, "str", "x", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := FencedSet(ctx, rdb, "str", "v", 5); err == nil || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "WRONGTYPE") {
-		t.Fatalf("FencedSet on a string key = %v, want WRONGTYPE", err)
-	}
-	for _, stored := range []string{"abc", "-5", "007", "1e9", ""} {
-		rdb.HSet(ctx, "h", "value", "old", "fence", stored)
-		err := FencedSet(ctx, rdb, "h", "v", 5)
-		if err == nil || errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "not a positive decimal") {
-			t.Fatalf("stored fence %q: FencedSet = %v, want an error about the stored fence", stored, err)
-		}
-		if v := rdb.HGet(ctx, "h", "value").Val(); v != "old" {
-			t.Fatalf("stored fence %q: value overwritten with %q", stored, v)
-		}
-	}
-	// The script itself refuses a non-canonical fence, whoever calls it.
-	err := fencedSetScript.Run(ctx, rdb, []string{"h2"}, "v", "0012").Err()
-	if err == nil || !strings.Contains(err.Error(), "not a positive decimal") {
-		t.Fatalf("script with fence 0012 = %v", err)
-	}
-}
-
 // The seeds' scenario, with the Redis resource: A acquires (fence n), A is
 // paused past its TTL (a paused process renews nothing), B acquires (> n)
-// and writes, A wakes and writes with n: ErrFenced, and B's write stands.
+// and writes, A wakes and writes with n: fence.ErrFenced, and B's write stands.
 func TestFenceScenarioRedis(t *testing.T) {
 	r := testserver.StartRedis(t)
 	rdb := r.Client(t)
@@ -450,7 +352,7 @@ func TestFenceScenarioRedis(t *testing.T) {
 	if lb.Fence() <= n {
 		t.Fatalf("B's fence %d, want above A's %d", lb.Fence(), n)
 	}
-	if err := FencedSet(ctx, rdb, booking, "guest B", lb.Fence()); err != nil {
+	if err := fence.Set(ctx, rdb, booking, "guest B", lb.Fence()); err != nil {
 		t.Fatalf("B's write: %v", err)
 	}
 
@@ -458,13 +360,13 @@ func TestFenceScenarioRedis(t *testing.T) {
 	if p := time.Since(paused); p < ttl {
 		t.Fatalf("A was paused only %v", p)
 	}
-	err = FencedSet(ctx, rdb, booking, "guest A", n)
-	var fe *FenceError
-	if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || fe.Fence != n || fe.Current != lb.Fence() {
-		t.Fatalf("A's stale write = %v, want ErrFenced (fence %d < %d)", err, n, lb.Fence())
+	err = fence.Set(ctx, rdb, booking, "guest A", n)
+	var fe *fence.Error
+	if !errors.Is(err, fence.ErrFenced) || !errors.As(err, &fe) || fe.Fence != n || fe.Current != lb.Fence() {
+		t.Fatalf("A's stale write = %v, want fence.ErrFenced (fence %d < %d)", err, n, lb.Fence())
 	}
 	t.Logf("A's write: %v", err)
-	if v, f, err := FencedGet(ctx, rdb, booking); err != nil || v != "guest B" || f != lb.Fence() {
+	if v, f, err := fence.Get(ctx, rdb, booking); err != nil || v != "guest B" || f != lb.Fence() {
 		t.Fatalf("booking = %q, fence %d, %v; want B's write", v, f, err)
 	}
 	if err := la.Release(ctx); !errors.Is(err, ErrNotHeld) {
@@ -473,7 +375,7 @@ func TestFenceScenarioRedis(t *testing.T) {
 }
 
 // stressWrite writes value with fence to the resource under test. It returns
-// nil when the resource accepted the write, an error matching ErrFenced when
+// nil when the resource accepted the write, an error matching fence.ErrFenced when
 // it turned it away, and any other error on failure.
 type stressWrite func(ctx context.Context, value string, fence int64) error
 
@@ -586,14 +488,14 @@ func runFencingStress(t *testing.T, r *testserver.Redis, write stressWrite) stre
 						err := write(wctx, value, lease.Fence())
 						wcancel()
 						mu.Lock()
-						var fe *FenceError
+						var fe *fence.Error
 						switch {
 						case err == nil:
 							res.accepted[value] = lease.Fence()
 							if lost {
 								res.lostAccepted++
 							}
-						case errors.As(err, &fe) && errors.Is(err, ErrFenced):
+						case errors.As(err, &fe) && errors.Is(err, fence.ErrFenced):
 							res.rejected[value] = lease.Fence()
 							if fe.Fence != lease.Fence() || fe.Current <= fe.Fence {
 								failures = append(failures, fmt.Errorf("rejection %+v for fence %d: the resource's fence must be above it", fe, lease.Fence()))
@@ -679,18 +581,18 @@ func checkHistory(t *testing.T, res stressResult, history []historyEntry) {
 
 // The stress test with the Redis resource. The history is the server's own:
 // its append-only file (appendfsync always, rewrites off), where each
-// accepted FencedSet appears as the script's effect, an HSET with the fence.
+// accepted fence.Set appears as the script's effect, an HSET with the fence.
 func TestFencedStressRedis(t *testing.T) {
 	r := testserver.StartRedis(t, testserver.WithAppendOnly(), testserver.WithArgs("--auto-aof-rewrite-percentage", "0", "--aof-use-rdb-preamble", "no"))
 	rdb := r.Client(t)
 	const booking = "booking:stress"
-	res := runFencingStress(t, r, func(ctx context.Context, value string, fence int64) error {
-		return FencedSet(ctx, rdb, booking, value, fence)
+	res := runFencingStress(t, r, func(ctx context.Context, value string, fenceNo int64) error {
+		return fence.Set(ctx, rdb, booking, value, fenceNo)
 	})
 	history := aofHistory(t, r.Dir(), booking)
 	checkHistory(t, res, history)
-	if _, f, err := FencedGet(t.Context(), rdb, booking); err != nil || f != history[len(history)-1].fence {
-		t.Fatalf("FencedGet = fence %d, %v; the AOF's last write has %d", f, err, history[len(history)-1].fence)
+	if _, f, err := fence.Get(t.Context(), rdb, booking); err != nil || f != history[len(history)-1].fence {
+		t.Fatalf("fence.Get = fence %d, %v; the AOF's last write has %d", f, err, history[len(history)-1].fence)
 	}
 }
 

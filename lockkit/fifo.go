@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -30,7 +31,7 @@ func (c *Client) queueOf(be backend.Backend) backend.Queue {
 // for a push (a release that hands it the lock, or wakes it) or for its
 // fallback timer. A wait that ends without a lease leaves the queue at once,
 // which hands the lock to the next waiter when it is free.
-func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *telemetry.Hold, be backend.Backend, q backend.Queue, retry, forDo bool) (*Lease, context.Context, error) {
+func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be backend.Backend, q backend.Queue, retry, forDo bool) (*Lease, context.Context, error) {
 	d := l.d
 	c, p := d.c, &d.policy
 	start := time.Now()
@@ -57,7 +58,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *telemetry.Hold,
 			_, _ = q.QueueRelease(rctx, l.key, token, "")
 			cancel()
 		}
-		hold.EndAcquire(telemetry.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
+		hold.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
 		hold.End(o, err)
 		return nil, ctx, err
 	}
@@ -101,7 +102,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *telemetry.Hold,
 		if r.Previous != "" {
 			hold.LinkPrevious(r.Previous)
 		}
-		res := telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: r.Fence}
+		res := obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: r.Fence}
 		return l.grant(ctx, hctx, be, q, token, r.Fence, validUntil, firstRenew, hold, res, forDo)
 	}
 	for {

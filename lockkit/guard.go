@@ -8,9 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/circuit"
+
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
-	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -32,8 +35,8 @@ type guarded struct {
 	cmdTimeout time.Duration
 
 	mu     sync.Mutex
-	byNode map[string]*breaker.Breaker
-	order  []*breaker.Breaker // in creation order, for health reports
+	byNode map[string]*circuit.Breaker
+	order  []*circuit.Breaker // in creation order, for health reports
 }
 
 // errServerFailure is what the breaker is told of a failure that only the
@@ -43,7 +46,7 @@ var errServerFailure = fmt.Errorf("lockkit: the backend reported a server failur
 // guard wraps be in breakers named after name (or its nodes), registered
 // with c for health reports and telemetry.
 func (c *Client) guard(name string, be backend.Backend) backend.Backend {
-	g := &guarded{be: be, c: c, name: name, cmdTimeout: c.cmdTimeout, byNode: make(map[string]*breaker.Breaker)}
+	g := &guarded{be: be, c: c, name: name, cmdTimeout: c.cmdTimeout, byNode: make(map[string]*circuit.Breaker)}
 	g.router, _ = be.(backend.Router)
 	g.capacity, _ = be.(backend.Capacity)
 	g.classifier, _ = be.(backend.Classifier)
@@ -59,11 +62,11 @@ func (c *Client) guard(name string, be backend.Backend) backend.Backend {
 }
 
 // breakers lists every node breaker made so far, for health reports.
-func (c *Client) breakers() []*breaker.Breaker {
+func (c *Client) breakers() []*circuit.Breaker {
 	c.brMu.Lock()
 	gs := c.guards
 	c.brMu.Unlock()
-	var out []*breaker.Breaker
+	var out []*circuit.Breaker
 	for _, g := range gs {
 		g.mu.Lock()
 		out = append(out, g.order...)
@@ -73,12 +76,12 @@ func (c *Client) breakers() []*breaker.Breaker {
 }
 
 // named returns the breaker called name, making it when create is set.
-func (g *guarded) named(name string, create bool) *breaker.Breaker {
+func (g *guarded) named(name string, create bool) *circuit.Breaker {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	b, ok := g.byNode[name]
 	if !ok && create {
-		b = breaker.New(name, g.c.brSettings)
+		b = circuit.New(name, g.c.brSettings)
 		g.byNode[name] = b
 		g.order = append(g.order, b)
 		g.c.tel.BreakerState(context.Background(), name, int(breaker.StateClosed))
@@ -91,7 +94,7 @@ func (g *guarded) named(name string, create bool) *breaker.Breaker {
 // the key falls to the breaker of the deployment as a whole, which then sees
 // the failures. The lookup is skipped while that breaker is open, so an open
 // breaker refuses at once even when there is no slot map to consult.
-func (g *guarded) forKey(ctx context.Context, key string) *breaker.Breaker {
+func (g *guarded) forKey(ctx context.Context, key string) *circuit.Breaker {
 	if g.router == nil {
 		return g.named(g.name, true)
 	}
@@ -153,7 +156,7 @@ func (g *guarded) guardedAcquire(ctx context.Context, req *backend.Request, send
 		before := br.State()
 		defer func() {
 			if after := br.State(); after != before {
-				telemetry.BreakerChanged(ctx, br.Name(), before.String(), after.String())
+				obs.BreakerChanged(ctx, br.Name(), before.String(), after.String())
 			}
 		}()
 	}

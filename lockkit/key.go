@@ -6,21 +6,11 @@ import (
 	"github.com/lockkit/lockkit/internal/policy"
 )
 
-// DefaultPrefix is the key prefix used when a DomainSpec leaves Prefix empty.
-const DefaultPrefix = policy.DefaultPrefix
-
 // A lock key is Prefix + "{" + suffix + "}" and its fencing counter is the
 // lock key + ":fence". The braces are a Redis Cluster hash tag, so a lock and
 // its counter always share a slot; the escaping below keeps '{' and '}' out of
 // parameters so a parameter can never move the tag.
 const fenceSuffix = policy.FenceSuffix
-
-// AppendString appends the injective, readable encoding of a string key
-// parameter to dst. The bytes '%', ':', '{', '}', every control byte (< 0x20)
-// and DEL (0x7f) become %XX with upper-case hex; everything else, unicode
-// included, is kept as it is. So an encoded parameter never contains ':', '{'
-// or '}', and two different strings never encode to the same bytes.
-func AppendString(dst []byte, s string) []byte { return policy.AppendParam(dst, s) }
 
 // KeyBuilder builds one lock key of a domain, for generated code. Each method
 // appends to the key and returns the builder; Lock finishes it. Building a key
@@ -45,8 +35,12 @@ func (d *Domain) Key(sizeHint int) KeyBuilder {
 // Literal appends a fixed part of the domain's pattern, verbatim.
 func (b KeyBuilder) Literal(s string) KeyBuilder { b.buf = append(b.buf, s...); return b }
 
-// String appends a string parameter, escaped by AppendString.
-func (b KeyBuilder) String(s string) KeyBuilder { b.buf = AppendString(b.buf, s); return b }
+// String appends a string parameter, escaped so that the key stays
+// injective and readable: the bytes '%', ':', '{', '}', every control byte
+// (< 0x20) and DEL (0x7f) become %XX with upper-case hex; everything else,
+// unicode included, is kept as it is. So an encoded parameter never contains
+// ':', '{' or '}', and two different strings never encode to the same key.
+func (b KeyBuilder) String(s string) KeyBuilder { b.buf = policy.AppendParam(b.buf, s); return b }
 
 // Int appends a signed integer parameter in decimal.
 func (b KeyBuilder) Int(v int64) KeyBuilder { b.buf = strconv.AppendInt(b.buf, v, 10); return b }

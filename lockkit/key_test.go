@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lockkit/lockkit/internal/policy"
 )
 
-// unescape inverts AppendString; the fuzz test uses it to prove the encoding
+// unescape inverts policy.AppendParam (KeyBuilder.String); the fuzz test uses it to prove the encoding
 // is injective (a left inverse exists) and that decoding needs no context.
 func unescape(t testing.TB, enc string) string {
 	var b strings.Builder
@@ -29,7 +31,7 @@ func unescape(t testing.TB, enc string) string {
 	return b.String()
 }
 
-func TestAppendString(t *testing.T) {
+func TestAppendParam(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
 		{"12", "12"},
@@ -40,8 +42,8 @@ func TestAppendString(t *testing.T) {
 		{"ünïcødé 桌", "ünïcødé 桌"},
 		{"tab\tnl\n\x7f", "tab%09nl%0A%7F"},
 	} {
-		if got := string(AppendString(nil, tc.in)); got != tc.want {
-			t.Errorf("AppendString(%q) = %q, want %q", tc.in, got, tc.want)
+		if got := string(policy.AppendParam(nil, tc.in)); got != tc.want {
+			t.Errorf("policy.AppendParam(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
 }
@@ -85,9 +87,9 @@ func FuzzKeyInjective(f *testing.F) {
 	f.Add("{", "}", "%7B", "%7D")
 	f.Fuzz(func(t *testing.T, a1, b1, a2, b2 string) {
 		key := func(a, b string) []byte {
-			k := AppendString([]byte("x:"), a)
+			k := policy.AppendParam([]byte("x:"), a)
 			k = append(k, ':')
-			return AppendString(k, b)
+			return policy.AppendParam(k, b)
 		}
 		k1, k2 := key(a1, b1), key(a2, b2)
 		if bytes.Equal(k1, k2) != (a1 == a2 && b1 == b2) {

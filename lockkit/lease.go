@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -28,7 +30,7 @@ type Lease struct {
 	ctx    context.Context // done once lost or released; cause says which
 	cancel context.CancelCauseFunc
 
-	hold   *telemetry.Hold // nil when telemetry is off
+	hold   *obs.Hold       // nil when telemetry is off
 	logCtx context.Context // carries only the hold span, for log lines
 
 	// fnCancel cancels the ctx of the fn that Do runs under this lease; nil
@@ -57,7 +59,7 @@ const (
 // errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, be backend.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *telemetry.Hold) *Lease {
+func newLease(l Lock, be backend.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background()) // the lease's own: it outlives the acquire's ctx
 	logCtx := context.Background()
 	if hold != nil {
@@ -119,7 +121,7 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 //
 // A check is no guarantee for the write that follows it: a holder can pause
 // between Err and its write. Only the fence (Fence, checked by the resource
-// with FencedSet or FencedTable) stops such a late write.
+// with fence.Set or fence.Table) stops such a late write.
 func (l *Lease) Err() error {
 	l.mu.Lock()
 	expired := l.state == held && !time.Now().Before(l.deadline)

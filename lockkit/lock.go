@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/holder"
@@ -117,7 +119,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		contended bool
 	)
 	fail := func(o telemetry.Outcome, err error) (*Lease, context.Context, error) {
-		hold.EndAcquire(telemetry.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
+		hold.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
 		hold.End(o, err)
 		return nil, ctx, err
 	}
@@ -129,7 +131,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		if err == nil {
 			validUntil := sent.Add(p.TTL - d.drift)
 			if time.Until(validUntil) > 0 {
-				res := telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence}
+				res := obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: attempts, Contended: contended, Fence: fence}
 				return l.grant(ctx, hctx, be, nil, token, fence, validUntil, 0, hold, res, forDo)
 			}
 			// The reply came too late to trust: the key may already have
@@ -164,7 +166,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 // lease (its release hands the lock over), nil otherwise; firstRenew, when
 // > 0, brings the first renewal forward (a handed-over lock's shorter TTL).
 func (l Lock) grant(ctx, hctx context.Context, be backend.Backend, q backend.Queue, token string, fence int64, validUntil time.Time,
-	firstRenew time.Duration, hold *telemetry.Hold, res telemetry.AcquireResult, forDo bool) (*Lease, context.Context, error) {
+	firstRenew time.Duration, hold *obs.Hold, res obs.AcquireResult, forDo bool) (*Lease, context.Context, error) {
 	c := l.d.c
 	lease := newLease(l, be, token, fence, validUntil, hctx, hold)
 	lease.queue, lease.firstRenew = q, firstRenew

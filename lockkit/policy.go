@@ -13,6 +13,36 @@ import (
 	"github.com/lockkit/lockkit/telemetry"
 )
 
+// Defaults and limits of a domain's policy and of a client. The schema and
+// the generator apply the same ones (they live in one place, shared by all).
+const (
+	// DefaultPrefix is the key prefix used when a DomainSpec leaves Prefix empty.
+	DefaultPrefix = policy.DefaultPrefix
+	// DefaultCommandTimeout bounds each command a lock operation sends
+	// (WithCommandTimeout changes it).
+	DefaultCommandTimeout = policy.DefaultCommandTimeout
+	// MinTTL is the shortest TTL a domain may have: below it the drift
+	// allowance (1% of the TTL + 2ms) leaves too little of the lease to grant.
+	MinTTL = policy.MinTTL
+	// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
+	DefaultReplicaTimeout = policy.DefaultReplicaTimeout
+
+	// Retry defaults, applied to zero fields of a RetryPolicy with
+	// MaxAttempts > 1.
+	DefaultInitialInterval = policy.DefaultInitialInterval
+	DefaultMaxInterval     = policy.DefaultMaxInterval
+	DefaultMultiplier      = policy.DefaultMultiplier
+	DefaultJitter          = policy.DefaultJitter
+
+	// EnvTTLPrefix starts the environment variables that override a domain's TTL
+	// at run time: LOCKKIT_TTL_<NAME>=<Go duration>, NAME being the domain name in
+	// upper case with every byte other than A-Z and 0-9 turned into '_', e.g.
+	// LOCKKIT_TTL_USER_DIGEST=45s. They are read once, by New, which fails when
+	// one is not a valid TTL or names no domain this program declares (see
+	// RegisterDomains).
+	EnvTTLPrefix = policy.EnvTTLPrefix
+)
+
 // Policy is how a domain's locks behave: how long a lease lives, how often it
 // is renewed, how acquisition retries, and whether it issues fencing numbers.
 type Policy struct {
@@ -63,13 +93,6 @@ const (
 	WaitFIFO = policy.WaitFIFO
 )
 
-// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
-const DefaultReplicaTimeout = policy.DefaultReplicaTimeout
-
-// MinTTL is the shortest TTL a domain may have: below it the drift allowance
-// (1% of the TTL + 2ms) leaves too little of the lease to grant.
-const MinTTL = policy.MinTTL
-
 // RetryPolicy is jittered exponential backoff for acquiring a held lock.
 type RetryPolicy struct {
 	// MaxAttempts is the number of attempts, the first included; 0 and 1
@@ -89,14 +112,6 @@ type RetryPolicy struct {
 	// 0 means bounded only by MaxAttempts and ctx.
 	MaxWait time.Duration
 }
-
-// Retry defaults, applied to zero fields of a RetryPolicy with MaxAttempts > 1.
-const (
-	DefaultInitialInterval = policy.DefaultInitialInterval
-	DefaultMaxInterval     = policy.DefaultMaxInterval
-	DefaultMultiplier      = policy.DefaultMultiplier
-	DefaultJitter          = policy.DefaultJitter
-)
 
 // withDefaults fills the zero fields that have a default.
 func (p Policy) withDefaults() Policy {
@@ -220,14 +235,6 @@ func (r RetryPolicy) newBackOff() backoff.BackOff {
 	)
 	return backoff.WithMaxRetries(b, uint64(r.MaxAttempts-1))
 }
-
-// EnvTTLPrefix starts the environment variables that override a domain's TTL
-// at run time: LOCKKIT_TTL_<NAME>=<Go duration>, NAME being the domain name in
-// upper case with every byte other than A-Z and 0-9 turned into '_', e.g.
-// LOCKKIT_TTL_USER_DIGEST=45s. They are read once, by New, which fails when
-// one is not a valid TTL or names no domain this program declares (see
-// RegisterDomains).
-const EnvTTLPrefix = policy.EnvTTLPrefix
 
 // readTTLOverrides parses every LOCKKIT_TTL_* variable, keyed by the whole
 // variable name. An invalid value is an error naming the variable, never a

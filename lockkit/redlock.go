@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/backend"
-	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -214,7 +215,7 @@ func (b *redlockBackend) FencingError() error { return errRedlockFencing }
 func (b *redlockBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
 	_, nodes, err := b.acquireNodes(ctx, req)
 	for _, o := range nodes {
-		telemetry.RedlockNode(ctx, o.Node, o.Result.String(), o.Latency, o.Err)
+		obs.RedlockNode(ctx, o.Node, o.Result.String(), o.Latency, o.Err)
 	}
 	return 0, err
 }

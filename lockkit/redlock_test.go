@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/backend"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/backend"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lockkit/lockkit/breaker"
@@ -541,13 +542,24 @@ func TestRedlockValidity(t *testing.T) {
 // Extend needs a majority of nodes still holding the lease; release reports
 // held when a majority deleted it; with no majority answering, extend is
 // ErrUnavailable and the lease stays until its deadline.
+// waitAllHolding waits until every node holds key with token: an acquire
+// returns once a majority answered, and the rest land after.
+func waitAllHolding(t *testing.T, nodes []*testserver.Redis, key, token string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); countHolding(redlockHolders(t, nodes, key), token) < len(nodes); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every node took the key: %q", redlockHolders(t, nodes, key))
+		}
+	}
+}
+
 func TestRedlockExtendReleaseMajority(t *testing.T) {
 	nodes := redlockNodes(t, 5)
 	rdbs := make([]*redis.Client, 5)
 	for i, n := range nodes {
 		rdbs[i] = n.Client(t)
 	}
-	c := redlockClient(t, nodes, WithCommandTimeout(200*time.Millisecond))
+	c := redlockClient(t, nodes, WithCommandTimeout(time.Second)) // no straggler times out on a loaded machine
 	d := testDomain(t, c, Policy{TTL: 5 * time.Second, RenewInterval: -1})
 
 	l := lockOn(d, "a")
@@ -555,6 +567,9 @@ func TestRedlockExtendReleaseMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TryAcquire returns once a majority answered; let the stragglers land
+	// before deleting, or the deletes could leave fewer than three holding.
+	waitAllHolding(t, nodes, l.Key(), lease.Token())
 	rdbs[0].Del(t.Context(), l.Key())
 	rdbs[1].Del(t.Context(), l.Key())
 	if err := lease.Extend(t.Context()); err != nil {
@@ -568,13 +583,9 @@ func TestRedlockExtendReleaseMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// TryAcquire returns once a majority answered; let the stragglers land
-	// before deleting, or one of them could set the key again after.
-	for deadline := time.Now().Add(2 * time.Second); countHolding(redlockHolders(t, nodes, l.Key()), lease.Token()) < 5; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not every node took the key: %q", redlockHolders(t, nodes, l.Key()))
-		}
-	}
+	// As above; and a straggler landing after the deletes would set the key
+	// again.
+	waitAllHolding(t, nodes, l.Key(), lease.Token())
 	for _, i := range []int{0, 1, 2} {
 		rdbs[i].Del(t.Context(), l.Key())
 	}

@@ -26,8 +26,4 @@ var (
 	extendBody   string
 	extendSrc    = holder.OwnsLua + extendBody
 	extendScript = redis.NewScript(extendSrc)
-
-	//go:embed fencedset.lua
-	fencedSetSrc    string
-	fencedSetScript = redis.NewScript(fencedSetSrc)
 )

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"os"
 	"time"
@@ -42,4 +43,99 @@ func ExampleBackend() {
 	if err != nil {
 		log.Print(err)
 	}
+}
+
+// DoTx holds the lock for exactly the length of a transaction: the advisory
+// lock is taken inside it (pg_try_advisory_xact_lock, retried per the
+// domain's policy) and ends with its commit or rollback, so no write of fn
+// can outlive the lock.
+func ExampleDoTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	client, err := lockkit.New(postgres.Backend(pool))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(ctx)
+	seats := client.Domain(lockkit.DomainSpec{Name: "seat", Policy: lockkit.Policy{TTL: 10 * time.Second}})
+
+	err = postgres.DoTx(ctx, pool, seats.Key(8).Literal("seat:").String("12C").Lock(),
+		func(ctx context.Context, tx pgx.Tx, lease *lockkit.Lease) error {
+			var taken bool
+			if err := tx.QueryRow(ctx, `SELECT taken FROM seats WHERE id = '12C'`).Scan(&taken); err != nil {
+				return err
+			}
+			if taken {
+				return nil
+			}
+			_, err := tx.Exec(ctx, `UPDATE seats SET taken = true WHERE id = '12C'`)
+			return err // committed by DoTx when nil, rolled back otherwise
+		})
+	if err != nil {
+		log.Print(err)
+	}
+}
+
+// Migrate creates lockkit's fence table (lockkit_fences) if it is missing. It
+// is explicit, and idempotent: run it with the application's migrations.
+func ExampleMigrate() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// KeyID finds a lock in pg_locks: who holds lock:{order:A-17} right now?
+func ExampleKeyID() {
+	id := postgres.KeyID("lock:{order:A-17}")
+	fmt.Printf("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = %d AND objid = %d\n",
+		uint32(id>>32), uint32(id))
+}
+
+// A held session lock keeps a connection from the pool for as long as it is
+// held. WithMaxHeld caps how many the locks take, so the application's own
+// queries always find a connection; WithConnWait bounds the wait for one.
+func ExampleWithMaxHeld() {
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	client, err := lockkit.New(postgres.Backend(pool, postgres.WithMaxHeld(8)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(ctx)
+}
+
+// With every connection the locks may take in use, an acquire waits this long
+// for one and then fails with ErrNoSession (and lockkit.ErrUnavailable)
+// rather than queue behind the holders.
+func ExampleWithConnWait() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	client, err := lockkit.New(postgres.Backend(pool, postgres.WithConnWait(100*time.Millisecond)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(ctx)
 }

@@ -43,25 +43,29 @@ import (
 var ErrNoSession = pgbackend.ErrNoSession
 
 // Option tunes the PostgreSQL backend.
-type Option func(*pgbackend.Options)
+type Option struct{ set func(*pgbackend.Options) }
 
 // WithMaxHeld caps the connections held locks (and acquires in flight) take
 // from the pool at once. Default: half of the pool's MaxConns, at least 1.
 // Give the backend a pool of its own and set this to its MaxConns to let
 // locks use all of it.
-func WithMaxHeld(n int) Option { return func(o *pgbackend.Options) { o.MaxHeld = n } }
+func WithMaxHeld(n int) Option { return Option{func(o *pgbackend.Options) { o.MaxHeld = n }} }
 
 // WithConnWait bounds how long an acquire waits for a connection before it
 // fails with ErrNoSession. Default 500ms.
-func WithConnWait(d time.Duration) Option { return func(o *pgbackend.Options) { o.ConnWait = d } }
+func WithConnWait(d time.Duration) Option {
+	return Option{func(o *pgbackend.Options) { o.ConnWait = d }}
+}
 
 // Backend is the PostgreSQL backend over pool, for lockkit.New. The Client
 // never closes pool; Client.Close closes the sessions of the locks it still
 // holds, which frees them.
 func Backend(pool *pgxpool.Pool, opts ...Option) lockkit.Backend {
 	var o pgbackend.Options
-	for _, f := range opts {
-		f(&o)
+	for _, opt := range opts {
+		if opt.set != nil {
+			opt.set(&o)
+		}
 	}
 	spec := backend.Spec{Name: "postgres"}
 	if pool == nil {
@@ -106,6 +110,11 @@ func (b pgBackend) IsFailure(err error) bool {
 	return false
 }
 
+// Execer runs a statement: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
+type Execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
 // MigrationSQL creates the fence table (lockkit_fences) that fencing domains
 // need. Migrate runs it; a schema migration tool can run it instead.
 const MigrationSQL = pgbackend.MigrationSQL
@@ -114,7 +123,7 @@ const MigrationSQL = pgbackend.MigrationSQL
 // explicitly, before the first fencing acquire: lockkit never creates tables
 // at run time, and a fencing acquire without the table fails with an error
 // that names Migrate. db is a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
-func Migrate(ctx context.Context, db pgbackend.Execer) error {
+func Migrate(ctx context.Context, db Execer) error {
 	return pgbackend.Migrate(ctx, db)
 }
 

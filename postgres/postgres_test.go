@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -382,7 +384,7 @@ const (
 	holderTTLEnv = "POSTGRES_TEST_HOLDER_TTL"
 )
 
-var resource = lockkit.FencedTable{Table: "resource", KeyColumn: "id"}
+var resource = fence.Table{Table: "resource", KeyColumn: "id"}
 
 func holderMain() int {
 	ttl, _ := time.ParseDuration(os.Getenv(holderTTLEnv))
@@ -416,11 +418,11 @@ func holderMain() int {
 		}
 		fmt.Printf("ctx %v\n", errors.Is(context.Cause(ctx), lockkit.ErrLockLost))
 		//lockkit-vet:ignore the paused holder's late write must reach the resource, so that its fence is what stops it
-		err = resource.Update(context.Background(), db, 1, lease.Fence(), lockkit.Column{Name: "v", Value: "holder"})
+		err = resource.Update(context.Background(), db, 1, lease.Fence(), fence.Column{Name: "v", Value: "holder"})
 		switch {
 		case err == nil:
 			fmt.Println("write applied")
-		case errors.Is(err, lockkit.ErrFenced):
+		case errors.Is(err, fence.ErrFenced):
 			fmt.Println("write fenced")
 		default:
 			fmt.Printf("write error %v\n", err)
@@ -465,7 +467,7 @@ func TestPausedHolderProcess(t *testing.T) {
 	if err := lockOf(c, "paused", p, "x").Do(ctxT(t, 20*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
 		took = time.Since(stopped)
 		f2 = lease.Fence()
-		return resource.Update(ctx, db, 1, f2, lockkit.Column{Name: "v", Value: "new holder"})
+		return resource.Update(ctx, db, 1, f2, fence.Column{Name: "v", Value: "new holder"})
 	}); err != nil {
 		t.Fatalf("new holder: %v", err)
 	}
@@ -538,8 +540,8 @@ func TestDoTx(t *testing.T) {
 			if err := postgres.DoTx(ctx, pool, lockOf(c2, "tx", p, "x"), func(context.Context, pgx.Tx, *lockkit.Lease) error { return nil }); !errors.Is(err, lockkit.ErrNotAcquired) {
 				return fmt.Errorf("a second DoTx while DoTx holds the lock: %v, want ErrNotAcquired", err)
 			}
-			// FencedTable's statement, run on the transaction.
-			q, args, err := resource.Statement(1, lease.Fence(), lockkit.Column{Name: "v", Value: val})
+			// fence.Table's statement, run on the transaction.
+			q, args, err := resource.Statement(1, lease.Fence(), fence.Column{Name: "v", Value: val})
 			if err != nil {
 				return err
 			}

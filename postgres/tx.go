@@ -34,7 +34,7 @@ import (
 //
 // The fence is valid inside this transaction only: a rolled-back
 // transaction's fence may be issued again, so use it for writes made with tx
-// (lockkit.FencedTable with tx as its Execer), not to mark writes elsewhere.
+// (fence.Table with tx as its Execer), not to mark writes elsewhere.
 // Within one transaction the lock is re-entrant.
 func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ctx context.Context, tx pgx.Tx, lease *lockkit.Lease) error) error {
 	if pool == nil {

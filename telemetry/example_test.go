@@ -2,74 +2,67 @@ package telemetry_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/telemetry"
 )
-
-// The calls the lock runtime makes for one Do: acquire after one retry, run the
-// caller's function under the hold span, renew once, release.
-func Example() {
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	in, err := telemetry.New(telemetry.Options{TracerProvider: tp}) // once per client
-	if err != nil {
-		panic(err)
-	}
-	table := in.Domain("table") // once per domain
-
-	ctx, hold := table.StartHold(context.Background(), "lock:{table:42}")
-	acquireCtx := hold.StartAcquire(ctx) // for the acquire script's Redis calls
-	_ = acquireCtx
-	hold.Retry(1, 50*time.Millisecond, telemetry.OutcomeContended) // before sleeping
-	hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 12})
-
-	// fn(ctx, lease) runs with ctx: its spans nest under the hold span.
-
-	_, renewal := hold.StartRenew(context.Background()) // in the renewal goroutine
-	renewal.End(telemetry.OutcomeOK, nil)
-
-	_, release := hold.StartRelease(ctx)
-	release.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
-
-	for _, s := range spans.GetSpans() {
-		fmt.Println(s.Name, s.Status.Code)
-	}
-	// Output:
-	// lockkit.acquire table Unset
-	// lockkit.renew table Unset
-	// lockkit.release table Unset
-	// lockkit.hold table Unset
-}
-
-// TryDo found the lock held: an outcome, not an error.
-func ExampleHold_EndAcquire_contended() {
-	spans := tracetest.NewInMemoryExporter()
-	in, _ := telemetry.New(telemetry.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))})
-	ctx, hold := in.Domain("table").StartHold(context.Background(), "lock:{table:42}")
-	hold.StartAcquire(ctx)
-	errNotAcquired := errors.New("lockkit: not acquired")
-	hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeContended, Attempts: 1, Contended: true, Err: errNotAcquired})
-	hold.End(telemetry.OutcomeContended, errNotAcquired)
-
-	for _, s := range spans.GetSpans() {
-		fmt.Println(s.Name, s.Status.Code)
-	}
-	// Output:
-	// lockkit.acquire table Unset
-	// lockkit.hold table Unset
-}
 
 // The runtime's logger: every line logged with a ctx carries trace_id and span_id.
 func ExampleNewLogHandler() {
 	logger := slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stdout, nil)))
 	logger.InfoContext(context.Background(), "lease lost", "domain", "table")
+}
+
+// Catalog lists every name lockkit records: for dashboards, alerts and
+// documentation that must not drift from the code.
+func ExampleCatalog() {
+	for _, e := range telemetry.Catalog() {
+		if e.Kind == telemetry.KindMetric {
+			fmt.Printf("%s (%s, %s)\n", e.Name, e.Type, e.Unit)
+		}
+	}
+	// Output:
+	// lockkit.acquire.duration (histogram, s)
+	// lockkit.acquire.attempts (histogram, {attempt})
+	// lockkit.acquire.contended (counter, {acquire})
+	// lockkit.hold.duration (histogram, s)
+	// lockkit.renewals (counter, {renewal})
+	// lockkit.leases.lost (counter, {lease})
+	// lockkit.releases (counter, {release})
+	// lockkit.breaker.state (gauge, {state})
+}
+
+// With KeyHashed, spans carry the key's hash: compute it to find one key's
+// spans in Jaeger (search by the tag lockkit.key=<hash>). It is the first 32
+// hex digits of `printf %s 'lock:{user:42:digest}' | openssl dgst -sha256
+// -hmac secret`.
+func ExampleHashKey() {
+	fmt.Println(telemetry.HashKey("lock:{user:42:digest}", []byte("secret")))
+	fmt.Println(len(telemetry.HashKey("lock:{user:42:digest}", nil)))
+	// Output:
+	// 480e970ba4161d9d4122fbfa2fd6cc7b
+	// 32
+}
+
+// LogAttrs gives a log line the trace and span ids of ctx, for a logger that
+// is not wrapped by NewLogHandler.
+func ExampleLogAttrs() {
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("app").Start(context.Background(), "book")
+	defer span.End()
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == telemetry.LogTraceID || a.Key == telemetry.LogSpanID {
+				return slog.String(a.Key, "…") // ids vary from run to run
+			}
+			return a
+		},
+	}))
+	logger.LogAttrs(ctx, slog.LevelInfo, "booked", telemetry.LogAttrs(ctx)...)
+	// Output:
+	// time=… level=INFO msg=booked trace_id=… span_id=…
 }

@@ -54,7 +54,7 @@ const (
 const (
 	// AttrDomain is the lock domain's name ("table"); on every span and metric.
 	AttrDomain = attribute.Key("lockkit.domain")
-	// AttrKey is the full lock key, hashed or omitted per Options.KeyMode. Spans only.
+	// AttrKey is the full lock key, hashed or omitted per the KeyMode (lockkit.WithKeyMode). Spans only.
 	AttrKey = attribute.Key("lockkit.key")
 	// AttrFence is the lease's fencing number, on acquire and hold spans of fencing domains.
 	AttrFence = attribute.Key("lockkit.fence")
@@ -189,7 +189,7 @@ func Catalog() []Entry {
 		{Kind: KindEvent, Name: EventBreakerChange, Description: "On the span of the operation that changed a circuit breaker's state: lockkit.breaker.node, lockkit.breaker.from, lockkit.breaker.to."},
 
 		{Kind: KindAttribute, Name: string(AttrDomain), Type: "string", Description: "The lock domain's name; on every span and metric."},
-		{Kind: KindAttribute, Name: string(AttrKey), Type: "string", Description: "The lock key, raw, hashed (hex of HMAC-SHA-256 or SHA-256, 32 digits) or omitted per Options.KeyMode; spans only."},
+		{Kind: KindAttribute, Name: string(AttrKey), Type: "string", Description: "The lock key, raw, hashed (hex of HMAC-SHA-256 or SHA-256, 32 digits) or omitted per the key mode (lockkit.WithKeyMode); spans only."},
 		{Kind: KindAttribute, Name: string(AttrFence), Type: "int", Description: "The fencing number of the lease, on acquire and hold spans of fencing domains."},
 		{Kind: KindAttribute, Name: string(AttrAttempts), Type: "int", Description: "Attempts the acquisition made, on the acquire span and its timeout/exhausted events."},
 		{Kind: KindAttribute, Name: string(AttrAcquireWait), Type: "double", Description: "Time the acquisition took, in seconds, on the acquire span."},

@@ -1,6 +1,10 @@
 package telemetry
 
-import "go.opentelemetry.io/otel/attribute"
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+)
 
 // Outcome is how an acquire, renew, release or hold ended. It is recorded as the
 // lockkit.outcome attribute of spans and metrics. Each constant says which operations
@@ -141,26 +145,25 @@ const (
 	// KeyRaw records the key as it is. Error messages are used as span status
 	// descriptions only in this mode.
 	KeyRaw KeyMode = iota
-	// KeyHashed records HashKey(key, Options.KeyHashSecret): searchable, not readable.
+	// KeyHashed records HashKey(key, secret), the secret given to lockkit.WithKeyMode: searchable, not readable.
 	// Use it when keys hold personal data.
 	KeyHashed
 	// KeyOmitted leaves the attribute out.
 	KeyOmitted
 )
 
-// Attribute values built once, indexed by outcome and cause.
-var (
-	outcomeAttrs   [numOutcomes]attribute.KeyValue
-	errorTypeAttrs [numOutcomes]attribute.KeyValue
-	lostCauseAttrs [numLostCauses]attribute.KeyValue
-)
-
-func init() {
-	for o := range numOutcomes {
-		outcomeAttrs[o] = AttrOutcome.String(o.String())
-		errorTypeAttrs[o] = AttrErrorType.String(o.ErrorType())
+// HashKey returns the lockkit.key value that KeyHashed records for key: the first
+// 16 bytes of HMAC-SHA-256(secret, key), or of SHA-256(key) when secret is empty,
+// in lower-case hex. Use it to find a key's spans in a tracing backend.
+func HashKey(key string, secret []byte) string {
+	var sum []byte
+	if len(secret) > 0 {
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(key))
+		sum = mac.Sum(nil)
+	} else {
+		s := sha256.Sum256([]byte(key))
+		sum = s[:]
 	}
-	for c := range numLostCauses {
-		lostCauseAttrs[c] = AttrLostCause.String(c.String())
-	}
+	return hex.EncodeToString(sum[:16])
 }

@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -300,9 +302,9 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, db *datab
 	// A does what a paused holder does: it finishes its work, writing with the
 	// fence of the lease it had. The store compares fences, not leases.
 	writeErr := db.write(ctx, "7", "Heidi", leaseA.Fence())
-	var fenced *lockkit.FenceError
-	if !errors.As(writeErr, &fenced) || !errors.Is(writeErr, lockkit.ErrFenced) {
-		return fmt.Errorf("replica-A's late booking write (fence %d): %v, want a *lockkit.FenceError", leaseA.Fence(), writeErr)
+	var fenced *fence.Error
+	if !errors.As(writeErr, &fenced) || !errors.Is(writeErr, fence.ErrFenced) {
+		return fmt.Errorf("replica-A's late booking write (fence %d): %v, want a *fence.Error", leaseA.Fence(), writeErr)
 	}
 	fmt.Fprintf(w, "   %s replica-A  wakes up and finishes its booking for Heidi: the write is turned away, ErrFenced (its fence %d < the store's %d)\n",
 		exampleenv.Stamp(time.Since(start)), fenced.Fence, fenced.Current)
@@ -334,7 +336,7 @@ func stolenLock(ctx context.Context, w io.Writer, env *exampleenv.Env, db *datab
 	fmt.Fprintf(w, "   %s replica-B  done, releases: ok\n", exampleenv.Stamp(time.Since(start)))
 	fmt.Fprintln(w, "   why: the lock alone cannot stop A, which learnt of its lost lease only at its local deadline (ErrLockLost,")
 	fmt.Fprintln(w, "   the log line above) and wrote anyway; the store can, because every write carries its lease's fence and")
-	fmt.Fprintln(w, "   lockkit.FencedSet keeps only writes whose fence is at least the highest seen (B's is higher). And release")
+	fmt.Fprintln(w, "   fence.Set keeps only writes whose fence is at least the highest seen (B's is higher). And release")
 	fmt.Fprintln(w, "   is owner-checked, compare token then DEL in one Lua script: a plain DEL would have freed table 7 under B.")
 	return nil
 }
@@ -432,7 +434,7 @@ func withTableTTL(ttl time.Duration, mk func() (*lockkit.Client, error)) (*lockk
 }
 
 // database is the booking store, on Redis: per table, the booking (a
-// lockkit.FencedSet resource: the guest and the fence it was written with)
+// fence.Set resource: the guest and the fence it was written with)
 // and a log of the bookings written, one per confirmation sent.
 type database struct{ rdb *redis.Client }
 
@@ -470,17 +472,17 @@ func (d *database) book(ctx context.Context, table, guest string, fence int64) (
 	return true, guest, nil
 }
 
-// write stores the booking with lockkit.FencedSet: the store keeps it only
-// when fence is at least the highest fence it has accepted for the table, so
+// write stores the booking with fence.Set: the store keeps it only
+// when fenceNo is at least the highest fence it has accepted for the table, so
 // a holder whose lease was lost (paused past its TTL, then resumed) is turned
-// away with a *lockkit.FenceError once the next holder has written. A fence
-// of 0 (no lease) overwrites unguarded.
-func (d *database) write(ctx context.Context, table, guest string, fence int64) error {
-	if fence == 0 {
+// away with a *fence.Error once the next holder has written. A fence
+// number of 0 (no lease) overwrites unguarded.
+func (d *database) write(ctx context.Context, table, guest string, fenceNo int64) error {
+	if fenceNo == 0 {
 		if err := d.rdb.HSet(ctx, bookingKey(table), "value", guest).Err(); err != nil {
 			return err
 		}
-	} else if err := lockkit.FencedSet(ctx, d.rdb, bookingKey(table), guest, fence); err != nil {
+	} else if err := fence.Set(ctx, d.rdb, bookingKey(table), guest, fenceNo); err != nil {
 		return err
 	}
 	return d.rdb.RPush(ctx, writtenKey(table), guest).Err()

@@ -6,7 +6,7 @@
 //     TTL: its renewals stop, and the lock expires in Redis.
 //  3. B takes the lock, gets a higher fence, and books the table.
 //  4. A wakes up, still believing it holds the lock, and books the table
-//     with fence n: the resource rejects the write with lockkit.ErrFenced.
+//     with fence n: the resource rejects the write with fence.ErrFenced.
 //
 // The lock is the table domain of ../../lockkit.yaml, through the generated
 // helpers in ../locks. Its TTL there is 10s; the demo shortens it to 500ms
@@ -30,6 +30,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
@@ -39,7 +41,7 @@ import (
 )
 
 // bookingKey is the protected resource: a Redis hash written by
-// lockkit.FencedSet, holding the guest and the fence of the last booking.
+// fence.Set, holding the guest and the fence of the last booking.
 const bookingKey = "booking:table:12"
 
 func main() {
@@ -142,7 +144,7 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	err = locks.New(clientB).Table("12").Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
 		fenceB = lease.Fence()
 		fmt.Fprintf(w, "B acquired %s with fence %d\n", lease.Key(), fenceB)
-		if err := lockkit.FencedSet(ctx, rdbB, bookingKey, "guest B", fenceB); err != nil {
+		if err := fence.Set(ctx, rdbB, bookingKey, "guest B", fenceB); err != nil {
 			return fmt.Errorf("B's booking was refused: %w", err)
 		}
 		fmt.Fprintf(w, "B booked the table with fence %d: accepted\n", fenceB)
@@ -158,13 +160,13 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	// 4. A wakes up and writes, unaware that its lease is gone.
 	pauseA.Resume()
 	fmt.Fprintf(w, "A wakes up after %v and books the table with fence %d\n", time.Since(paused).Round(time.Millisecond), fenceA)
-	err = lockkit.FencedSet(ctx, rdbA, bookingKey, "guest A", fenceA)
-	if !errors.Is(err, lockkit.ErrFenced) {
+	err = fence.Set(ctx, rdbA, bookingKey, "guest A", fenceA)
+	if !errors.Is(err, fence.ErrFenced) {
 		return fmt.Errorf("A's stale booking with fence %d was not fenced off: %v", fenceA, err)
 	}
 	fmt.Fprintf(w, "A's booking was rejected: %v\n", err)
 
-	guest, fence, err := lockkit.FencedGet(ctx, rdbB, bookingKey)
+	guest, fence, err := fence.Get(ctx, rdbB, bookingKey)
 	if err != nil {
 		return err
 	}

@@ -224,7 +224,7 @@ type Write struct {
 }
 
 // WritesFromAOF returns the HSETs (HMSETs) of key's "value" and "fence"
-// fields: the accepted FencedSet calls, in the order the server applied them.
+// fields: the accepted fence.Set calls, in the order the server applied them.
 func WritesFromAOF(cmds [][]string, key string) ([]Write, error) {
 	var out []Write
 	for i, c := range cmds {

@@ -1,6 +1,6 @@
 // Package faultharness is lockkit's system-level fault harness: workers in
 // separate OS processes (./worker) take a fenced lock and write to two fenced
-// resources (a Redis FencedSet on its own redis-server, a FencedTable on
+// resources (a Redis fence.Set on its own redis-server, a fence.Table on
 // PostgreSQL) while the test injects faults: holders paused past their TTL,
 // holders killed mid-section, the lock server paused, killed and restarted
 // empty, and a Sentinel failover to a replica that missed writes.
@@ -11,7 +11,7 @@
 //     data-losing restarts and failovers), where each grant is one
 //     MULTI/EXEC holding the lock's SET with the lease token and the fence
 //     counter's update: which fence went to which lease;
-//   - the Redis resource's append-only file, where each accepted FencedSet
+//   - the Redis resource's append-only file, where each accepted fence.Set
 //     is the HSET the script did, in the order the server applied them;
 //   - the PostgreSQL resource's log table, appended by a trigger in the same
 //     transaction as each accepted update.

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/holder"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,12 +16,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/internal/holder"
+
 	"github.com/anishathalye/porcupine"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/lockkit"
 )
 
 const (
@@ -385,22 +386,22 @@ func (h *harness) keepStopped(w *workerProc, since int64, cond func() error) {
 	}
 }
 
-// newerWrite passes once res holds a write with a fence above fence.
-func (h *harness) newerWrite(res string, fence int64) error {
+// newerWrite passes once res holds a write whose fence is above the given one.
+func (h *harness) newerWrite(res string, above int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var f int64
 	var err error
 	if res == ResRedis {
-		_, f, err = lockkit.FencedGet(ctx, h.resRDB, resKey)
+		_, f, err = fence.Get(ctx, h.resRDB, resKey)
 	} else {
 		err = h.db.QueryRowContext(ctx, `SELECT coalesce(fence, 0) FROM bookings WHERE id = $1`, pgRow).Scan(&f)
 	}
 	if err != nil {
 		return err
 	}
-	if f <= fence {
-		return fmt.Errorf("%s's fence is %d, not above %d yet", res, f, fence)
+	if f <= above {
+		return fmt.Errorf("%s's fence is %d, not above %d yet", res, f, above)
 	}
 	return nil
 }

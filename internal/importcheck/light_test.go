@@ -18,7 +18,7 @@ var heavy = []string{
 
 // light are the packages an application links by importing lockkit or its
 // generated code.
-var light = []string{"./lockkit", "./telemetry", "./breaker", "./schema", "./examples/locks"}
+var light = []string{"./lockkit", "./telemetry", "./breaker", "./fence", "./schema", "./examples/locks"}
 
 func isHeavy(path string) bool {
 	for _, p := range heavy {

@@ -21,7 +21,7 @@
 // against the schema (Decoder); keys that no domain produces are skipped,
 // and for the rest one pipeline per page sends PTTL key, GET key, GET
 // key:fence and ZCARD key:q. A key that is gone by then is skipped; one that
-// is not a string (a FencedSet resource hash, say), or that resharding
+// is not a string (a fence.Set resource hash, say), or that resharding
 // moved to another master since the SCAN, is counted in Report.Skipped.
 package inspect
 
@@ -434,7 +434,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 		}
 		if err != nil {
 			if isWrongType(err) || isRedirect(err) {
-				// Not a string (a FencedSet resource, say), or moved to
+				// Not a string (a fence.Set resource, say), or moved to
 				// another master by resharding since the SCAN.
 				skipped++
 				continue

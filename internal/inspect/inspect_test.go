@@ -55,7 +55,7 @@ func seed(t *testing.T, ctx context.Context, rdb redis.Cmdable) {
 			rdb.HSet(ctx, k+":qc", w, "lock:{table:12}:w:abc|10000|3000|1").Err())
 	}
 	set(k+":qp", "00-"+traceID+"-00f067aa0ba902b7-01", 0)
-	errs = append(errs, rdb.HSet(ctx, k+":data", "value", "booked", "fence", "1763860000000001").Err()) // a FencedSet resource
+	errs = append(errs, rdb.HSet(ctx, k+":data", "value", "booked", "fence", "1763860000000001").Err()) // a fence.Set resource
 
 	k = "lock:{table:a%3Ab%7Bc%7D}" // id "a:b{c}", today's plain token
 	set(k, tok("B"), px)
@@ -69,7 +69,7 @@ func seed(t *testing.T, ctx context.Context, rdb redis.Cmdable) {
 	set("lock:{edge:é✓:18446744073709551615:-1}", tok("H"), px)
 
 	// Not locks of this schema.
-	errs = append(errs, rdb.HSet(ctx, "lock:{table:99}", "value", "v", "fence", "3").Err()) // a FencedSet resource named like a lock
+	errs = append(errs, rdb.HSet(ctx, "lock:{table:99}", "value", "v", "fence", "3").Err()) // a fence.Set resource named like a lock
 	set("lock:{table:1:2}", tok("I"), px)
 	set("lock:{user:007:digest}", tok("J"), px)
 	set("lock:{nothing}", tok("K"), px)

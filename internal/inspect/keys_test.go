@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/internal/policy"
-	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/schema"
 )
 
@@ -31,7 +30,7 @@ func domainNamed(t testing.TB, f *schema.File, name string) *schema.Domain {
 }
 
 // refKey builds a key the way the generated code does, with the runtime's own
-// encoder (lockkit.AppendString, strconv), independently of Decoder.Encode.
+// encoder (policy.AppendParam, strconv), independently of Decoder.Encode.
 // vals holds a string, an int64 or a uint64 for each parameter.
 func refKey(f *schema.File, d *schema.Domain, vals []any) string {
 	var b []byte
@@ -43,7 +42,7 @@ func refKey(f *schema.File, d *schema.Domain, vals []any) string {
 		}
 		switch v := vals[i].(type) {
 		case string:
-			b = lockkit.AppendString(b, v)
+			b = policy.AppendParam(b, v)
 		case int64:
 			b = strconv.AppendInt(b, v, 10)
 		case uint64:

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"go.opentelemetry.io/otel"
 
 	"github.com/lockkit/lockkit/internal/jaegertest"
@@ -89,7 +91,7 @@ func TestExportThroughSetup(t *testing.T) {
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
 
 	// Instruments created before Setup follow the global providers it installs.
-	in, err := telemetry.New(telemetry.Options{})
+	in, err := obs.New(obs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestExportThroughSetup(t *testing.T) {
 	hctx, hold := in.Domain("table").StartHold(ctx, "lock:{table:42}")
 	hold.StartAcquire(hctx)
 	hold.Retry(1, 5*time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
+	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
 	_, book := otel.Tracer("app").Start(hctx, "book")
 	book.End()
 	_, rel := hold.StartRelease(hctx)

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/lockkit"
 )
 
 // The holder process: the test binary re-executed with these variables set.
@@ -31,7 +32,7 @@ const (
 	holderTTLEnv = "PGBACKEND_TEST_HOLDER_TTL"
 )
 
-var resource = lockkit.FencedTable{Table: "resource", KeyColumn: "id"}
+var resource = fence.Table{Table: "resource", KeyColumn: "id"}
 
 func holderMain() int {
 	fail := func(format string, args ...any) int {
@@ -56,11 +57,11 @@ func holderMain() int {
 	}
 	defer b.Close()
 	r := &backend.Request{Key: key, Token: "holder", TTL: ttl, Fencing: true}
-	fence, err := b.Acquire(ctx, r)
+	fenceNo, err := b.Acquire(ctx, r)
 	if err != nil {
 		return fail("acquire: %v", err)
 	}
-	fmt.Printf("fence %d\n", fence)
+	fmt.Printf("fence %d\n", fenceNo)
 	go func() {
 		for {
 			time.Sleep(ttl / 4)
@@ -82,11 +83,11 @@ func holderMain() int {
 	fmt.Printf("extend %v %v\n", held, err)
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	err = resource.Update(ctx, db, 1, fence, lockkit.Column{Name: "v", Value: "holder"})
+	err = resource.Update(ctx, db, 1, fenceNo, fence.Column{Name: "v", Value: "holder"})
 	switch {
 	case err == nil:
 		fmt.Println("write applied")
-	case errors.Is(err, lockkit.ErrFenced):
+	case errors.Is(err, fence.ErrFenced):
 		fmt.Println("write fenced")
 	default:
 		fmt.Printf("write error %v\n", err)
@@ -137,7 +138,7 @@ func TestPausedHolderProcess(t *testing.T) {
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	if err := resource.Update(ctx, db, 1, f2, lockkit.Column{Name: "v", Value: "new holder"}); err != nil {
+	if err := resource.Update(ctx, db, 1, f2, fence.Column{Name: "v", Value: "new holder"}); err != nil {
 		t.Fatalf("new holder's write: %v", err)
 	}
 	if time.Since(stopped) < 2*ttl {

@@ -24,7 +24,7 @@ import (
 // ttl, and its commit then fails.
 //
 // A fence issued here is bumped only if tx commits, so a rolled-back tx's
-// fence may be issued again: use it for writes inside tx (FencedTable with
+// fence may be issued again: use it for writes inside tx (fence.Table with
 // the same transaction), not to mark writes elsewhere. Within one
 // transaction the lock is re-entrant: taking the same key twice in tx
 // succeeds both times.

@@ -29,3 +29,19 @@ func ExampleSetup() {
 	}
 	// ... create the lockkit client, serve ...
 }
+
+// ExportConfigured reads the same OTEL_* variables as Setup: whether anything
+// would be exported. Here, an endpoint for all signals, and then the SDK
+// switched off.
+func ExampleExportConfigured() {
+	os.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	defer os.Unsetenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+	fmt.Println(otelsetup.ExportConfigured())
+
+	os.Setenv("OTEL_SDK_DISABLED", "true")
+	defer os.Unsetenv("OTEL_SDK_DISABLED")
+	fmt.Println(otelsetup.ExportConfigured())
+	// Output:
+	// true
+	// false
+}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
@@ -49,11 +51,11 @@ func inChild(t *testing.T, name string, env ...string) {
 
 // lifecycle records what the runtime records for one Do on dom: acquire after a
 // retry, one renewal, release.
-func lifecycle(ctx context.Context, dom *telemetry.Domain) {
+func lifecycle(ctx context.Context, dom *obs.Domain) {
 	ctx, hold := dom.StartHold(ctx, "lock:{table:42}")
 	hold.StartAcquire(ctx)
 	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
+	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
 	_, rn := hold.StartRenew(ctx)
 	rn.End(telemetry.OutcomeOK, nil)
 	_, rel := hold.StartRelease(ctx)
@@ -191,7 +193,7 @@ func TestSetupExports(t *testing.T) {
 
 func setupChild(t *testing.T) {
 	// Instruments created before Setup must follow the providers it installs.
-	in, err := telemetry.New(telemetry.Options{})
+	in, err := obs.New(obs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

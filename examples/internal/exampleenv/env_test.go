@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	"github.com/lockkit/lockkit/examples/internal/exampleenv"
 	"github.com/lockkit/lockkit/examples/locks"
 	"github.com/lockkit/lockkit/lockkit"
@@ -111,14 +113,14 @@ func TestRuntimeScriptsOnMiniredis(t *testing.T) {
 		t.Errorf("release: %v", err)
 	}
 
-	// FencedSet (string.find, string.byte, error replies).
-	if err := lockkit.FencedSet(ctx, rdb, "res", "a", 5); err != nil {
+	// fence.Set (string.find, string.byte, error replies).
+	if err := fence.Set(ctx, rdb, "res", "a", 5); err != nil {
 		t.Errorf("fenced set: %v", err)
 	}
-	if err := lockkit.FencedSet(ctx, rdb, "res", "b", 4); !errors.Is(err, lockkit.ErrFenced) {
+	if err := fence.Set(ctx, rdb, "res", "b", 4); !errors.Is(err, fence.ErrFenced) {
 		t.Errorf("fenced set with a lower fence: %v, want ErrFenced", err)
 	}
-	if v, f, err := lockkit.FencedGet(ctx, rdb, "res"); err != nil || v != "a" || f != 5 {
+	if v, f, err := fence.Get(ctx, rdb, "res"); err != nil || v != "a" || f != 5 {
 		t.Errorf("fenced get: %q %d %v", v, f, err)
 	}
 	if err := env.Close(); err != nil {

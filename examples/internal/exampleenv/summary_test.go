@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/obs"
+
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -23,7 +25,7 @@ func spansLikeTheRuntime(t *testing.T) []sdktrace.ReadOnlySpan {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	in, err := telemetry.New(telemetry.Options{TracerProvider: tp})
+	in, err := obs.New(obs.Options{TracerProvider: tp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func spansLikeTheRuntime(t *testing.T) []sdktrace.ReadOnlySpan {
 	ctx, hold := dom.StartHold(ctx, "lock:{table:12}")
 	hold.StartAcquire(ctx)
 	hold.Retry(1, 50*time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
+	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
 	for range 3 {
 		_, r := hold.StartRenew(ctx)
 		r.End(telemetry.OutcomeOK, nil)
@@ -46,7 +48,7 @@ func spansLikeTheRuntime(t *testing.T) []sdktrace.ReadOnlySpan {
 	// A second trace: a TryDo that found the lock held.
 	_, h2 := dom.StartHold(context.Background(), "lock:{table:12}")
 	h2.StartAcquire(context.Background())
-	h2.EndAcquire(telemetry.AcquireResult{Outcome: telemetry.OutcomeContended, Attempts: 1, Contended: true, Err: errors.New("held")})
+	h2.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeContended, Attempts: 1, Contended: true, Err: errors.New("held")})
 	h2.End(telemetry.OutcomeContended, nil)
 	return rec.Ended()
 }

@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lockkit/lockkit/fence"
+
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
 
@@ -94,7 +96,7 @@ type worker struct {
 	lock   lockkit.Lock
 	res    *redis.Client
 	db     *sql.DB
-	tbl    lockkit.FencedTable
+	tbl    fence.Table
 	op     int64
 	rng    *rand.Rand
 	stopAt atomic.Value // "", redis or pg: where to stop itself next
@@ -157,7 +159,7 @@ func run() error {
 
 	w := &worker{
 		h: h, lock: d.Key(7).Literal("booking").Lock(), res: res, db: db,
-		tbl: lockkit.FencedTable{Table: *table, KeyColumn: "id"},
+		tbl: fence.Table{Table: *table, KeyColumn: "id"},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
 	}
 	w.stopAt.Store("")
@@ -261,20 +263,20 @@ func (w *worker) read(res, tok string) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTO)
 	defer cancel()
 	var (
-		value string
-		fence int64
-		err   error
+		value   string
+		fenceNo int64
+		err     error
 	)
 	switch res {
 	case faultharness.ResRedis:
-		value, fence, err = lockkit.FencedGet(ctx, w.res, *resKey)
+		value, fenceNo, err = fence.Get(ctx, w.res, *resKey)
 		if errors.Is(err, redis.Nil) {
-			value, fence, err = "", 0, nil
+			value, fenceNo, err = "", 0, nil
 		}
 	case faultharness.ResPG:
-		err = w.db.QueryRowContext(ctx, `SELECT coalesce(guest, ''), coalesce(fence, 0) FROM `+*table+` WHERE id = $1`, *row).Scan(&value, &fence)
+		err = w.db.QueryRowContext(ctx, `SELECT coalesce(guest, ''), coalesce(fence, 0) FROM `+*table+` WHERE id = $1`, *row).Scan(&value, &fenceNo)
 	}
-	e := faultharness.Event{Ev: "ret", Op: op, Kind: "read", Res: res, Out: "ok", Value: value, Fence: fence}
+	e := faultharness.Event{Ev: "ret", Op: op, Kind: "read", Res: res, Out: "ok", Value: value, Fence: fenceNo}
 	if err != nil {
 		e.Out, e.Err = "error", short(err)
 	}
@@ -283,33 +285,33 @@ func (w *worker) read(res, tok string) {
 
 // write sends one fenced write; it returns the error that ends the section
 // (fenced off, or failed).
-func (w *worker) write(res, tok string, fence int64) error {
+func (w *worker) write(res, tok string, fenceNo int64) error {
 	w.op++
 	op := w.op
 	switch *mutate {
 	case "fence-1":
-		fence--
+		fenceNo--
 	}
 	value := faultharness.EncodeValue(*id, *inc, tok, op)
-	w.h.add(faultharness.Event{Ev: "call", Op: op, Kind: "write", Res: res, Tok: tok, Fence: fence, Value: value})
+	w.h.add(faultharness.Event{Ev: "call", Op: op, Kind: "write", Res: res, Tok: tok, Fence: fenceNo, Value: value})
 	ctx, cancel := context.WithTimeout(context.Background(), writeTO)
 	defer cancel()
 	var err error
 	switch {
 	case *mutate == "nofence" && res == faultharness.ResRedis:
-		err = w.res.HSet(ctx, *resKey, "value", value, "fence", fence).Err()
+		err = w.res.HSet(ctx, *resKey, "value", value, "fence", fenceNo).Err()
 	case *mutate == "nofence":
-		_, err = w.db.ExecContext(ctx, `UPDATE `+*table+` SET guest = $1, fence = $2 WHERE id = $3`, value, fence, *row)
+		_, err = w.db.ExecContext(ctx, `UPDATE `+*table+` SET guest = $1, fence = $2 WHERE id = $3`, value, fenceNo, *row)
 	case res == faultharness.ResRedis:
-		err = lockkit.FencedSet(ctx, w.res, *resKey, value, fence)
+		err = fence.Set(ctx, w.res, *resKey, value, fenceNo)
 	default:
-		err = w.tbl.Update(ctx, w.db, *row, fence, lockkit.Column{Name: "guest", Value: value})
+		err = w.tbl.Update(ctx, w.db, *row, fenceNo, fence.Column{Name: "guest", Value: value})
 	}
 	e := faultharness.Event{Ev: "ret", Op: op, Kind: "write", Res: res, Out: "ok"}
-	var fe *lockkit.FenceError
+	var fe *fence.Error
 	switch {
 	case err == nil:
-	case errors.As(err, &fe) && errors.Is(err, lockkit.ErrFenced):
+	case errors.As(err, &fe) && errors.Is(err, fence.ErrFenced):
 		e.Out, e.Cur = "fenced", fe.Current
 	default:
 		e.Out, e.Err = "error", short(err)

@@ -1,4 +1,4 @@
-package breaker
+package circuit
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/breaker"
 
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -40,7 +42,7 @@ func doN(t *testing.T, b *Breaker, ctx context.Context, n int, err error) {
 	}
 }
 
-func wantState(t *testing.T, b *Breaker, want State) {
+func wantState(t *testing.T, b *Breaker, want breaker.State) {
 	t.Helper()
 	if got := b.State(); got != want {
 		t.Fatalf("state = %v, want %v", got, want)
@@ -51,7 +53,7 @@ func wantState(t *testing.T, b *Breaker, want State) {
 func trip(t *testing.T, b *Breaker) time.Time {
 	t.Helper()
 	doN(t, b, context.Background(), int(b.Settings().ConsecutiveFailures), errBackend)
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 	return time.Now()
 }
 
@@ -59,7 +61,7 @@ func trip(t *testing.T, b *Breaker) time.Time {
 func waitHalfOpen(t *testing.T, b *Breaker) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for b.State() != StateHalfOpen {
+	for b.State() != breaker.StateHalfOpen {
 		if time.Now().After(deadline) {
 			t.Fatalf("still %v 5s after tripping (OpenTimeout %v)", b.State(), b.Settings().OpenTimeout)
 		}
@@ -68,45 +70,45 @@ func waitHalfOpen(t *testing.T, b *Breaker) {
 }
 
 func TestTripsAfterConsecutiveFailures(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 3, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: time.Hour})
 	doN(t, b, context.Background(), 2, errBackend)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 	doN(t, b, context.Background(), 1, errBackend)
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 }
 
 func TestDefaultThresholdIsFive(t *testing.T) {
-	b := New("node", Settings{OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{OpenTimeout: time.Hour})
 	doN(t, b, context.Background(), 4, errBackend)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 	doN(t, b, context.Background(), 1, errBackend)
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 }
 
 // A nil reply is the backend answering: it breaks a run of failures.
 func TestNilCountsAsSuccess(t *testing.T) {
 	ctx := context.Background()
-	b := New("node", Settings{ConsecutiveFailures: 3, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: time.Hour})
 	doN(t, b, ctx, 2, errBackend)
 	doN(t, b, ctx, 1, redis.Nil)
 	doN(t, b, ctx, 2, errBackend)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 	doN(t, b, ctx, 1, errBackend)
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 }
 
 func TestContentionStormNeverTrips(t *testing.T) {
 	ctx := context.Background()
-	b := New("node", Settings{ConsecutiveFailures: 1, FailureRatio: 0.01, MinRequests: 1, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, FailureRatio: 0.01, MinRequests: 1, OpenTimeout: time.Hour})
 	doN(t, b, ctx, 5000, redis.Nil)
 	doN(t, b, ctx, 5000, redis.ErrNoScript)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 // The caller's ctx ending counts neither way: a storm of it never trips the
 // breaker, and it does not break a run of failures either.
 func TestCallerCancellationStormNeverTrips(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 3, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: time.Hour})
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	expired, cancel2 := context.WithTimeout(context.Background(), -time.Second)
@@ -115,14 +117,14 @@ func TestCallerCancellationStormNeverTrips(t *testing.T) {
 	doN(t, b, context.Background(), 2, errBackend)
 	doN(t, b, cancelled, 5000, context.Canceled)
 	doN(t, b, expired, 5000, context.DeadlineExceeded)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 	doN(t, b, context.Background(), 1, errBackend)
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 }
 
 // A per-command timeout with the caller still waiting is the backend's.
 func TestPerCommandTimeoutTrips(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 2, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: time.Hour})
 	op := func(ctx context.Context) error {
 		cmd, cancel := context.WithTimeout(ctx, time.Millisecond)
 		defer cancel()
@@ -134,12 +136,12 @@ func TestPerCommandTimeoutTrips(t *testing.T) {
 			t.Fatalf("Do = %v, want DeadlineExceeded", err)
 		}
 	}
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 }
 
 func TestFailureRatio(t *testing.T) {
 	ctx := context.Background()
-	b := New("node", Settings{
+	b := New("node", breaker.Settings{
 		ConsecutiveFailures: math.MaxUint32, FailureRatio: 0.5, MinRequests: 10, OpenTimeout: time.Hour,
 	})
 	// S F S F …: half of them fail; the ratio is reached at the 10th.
@@ -150,49 +152,49 @@ func TestFailureRatio(t *testing.T) {
 		}
 		doN(t, b, ctx, 1, err)
 	}
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 	doN(t, b, ctx, 1, errBackend)
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 }
 
 func TestFailureRatioBelowThreshold(t *testing.T) {
 	ctx := context.Background()
-	b := New("node", Settings{
+	b := New("node", breaker.Settings{
 		ConsecutiveFailures: math.MaxUint32, FailureRatio: 0.5, MinRequests: 10, OpenTimeout: time.Hour,
 	})
 	for range 100 { // one in three fails
 		doN(t, b, ctx, 1, errBackend)
 		doN(t, b, ctx, 2, nil)
 	}
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 func TestIntervalClearsCounts(t *testing.T) {
 	ctx := context.Background()
-	b := New("node", Settings{ConsecutiveFailures: 3, Interval: 20 * time.Millisecond, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 3, Interval: 20 * time.Millisecond, OpenTimeout: time.Hour})
 	doN(t, b, ctx, 2, errBackend)
 	time.Sleep(60 * time.Millisecond)
 	doN(t, b, ctx, 2, errBackend)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 func TestOpenFailsFast(t *testing.T) {
 	const open = time.Hour
-	b := New("10.0.0.7:6379", Settings{ConsecutiveFailures: 2, OpenTimeout: open})
+	b := New("10.0.0.7:6379", breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: open})
 	before := time.Now()
 	tripped := trip(t, b)
 
 	op := &counter{}
 	for range 100 {
 		err := b.Do(context.Background(), op.op)
-		if !errors.Is(err, ErrOpen) {
+		if !errors.Is(err, breaker.ErrOpen) {
 			t.Fatalf("Do while open = %v, want ErrOpen", err)
 		}
-		var oe *OpenError
+		var oe *breaker.OpenError
 		if !errors.As(err, &oe) {
 			t.Fatalf("Do while open = %T, want *OpenError", err)
 		}
-		if oe.Name != "10.0.0.7:6379" || oe.State != StateOpen {
+		if oe.Name != "10.0.0.7:6379" || oe.State != breaker.StateOpen {
 			t.Fatalf("OpenError = %+v, want name 10.0.0.7:6379, state open", oe)
 		}
 		if oe.Since.Before(before) || oe.Since.After(tripped) {
@@ -212,7 +214,7 @@ func TestOpenFailsFast(t *testing.T) {
 
 func TestHalfOpenAfterOpenTimeoutThenCloses(t *testing.T) {
 	const open = 30 * time.Millisecond
-	b := New("node", Settings{ConsecutiveFailures: 1, OpenTimeout: open})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: open})
 	tripped := trip(t, b)
 	waitHalfOpen(t, b)
 	if d := time.Since(tripped); d < open {
@@ -222,16 +224,16 @@ func TestHalfOpenAfterOpenTimeoutThenCloses(t *testing.T) {
 	if err := b.Do(context.Background(), op.op); err != nil || op.calls.Load() != 1 {
 		t.Fatalf("probe: err %v, calls %d; want it run once", err, op.calls.Load())
 	}
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 func TestFailedProbeReopens(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 1, OpenTimeout: 30 * time.Millisecond})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 30 * time.Millisecond})
 	first := trip(t, b)
 	waitHalfOpen(t, b)
 	doN(t, b, context.Background(), 1, errBackend)
-	wantState(t, b, StateOpen)
-	var oe *OpenError
+	wantState(t, b, breaker.StateOpen)
+	var oe *breaker.OpenError
 	if err := b.Do(context.Background(), (&counter{}).op); !errors.As(err, &oe) || !oe.Since.After(first) {
 		t.Fatalf("Do after a failed probe = %v, want an OpenError since the reopening", err)
 	}
@@ -240,7 +242,7 @@ func TestFailedProbeReopens(t *testing.T) {
 // While half-open, only HalfOpenProbes requests run; the rest are refused
 // without running op.
 func TestHalfOpenProbeLimit(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond, HalfOpenProbes: 1})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond, HalfOpenProbes: 1})
 	trip(t, b)
 	waitHalfOpen(t, b)
 
@@ -257,8 +259,8 @@ func TestHalfOpenProbeLimit(t *testing.T) {
 
 	op := &counter{}
 	err := b.Do(context.Background(), op.op)
-	var oe *OpenError
-	if !errors.As(err, &oe) || oe.State != StateHalfOpen || !errors.Is(err, ErrOpen) {
+	var oe *breaker.OpenError
+	if !errors.As(err, &oe) || oe.State != breaker.StateHalfOpen || !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("second request while the probe runs: %v, want a half-open OpenError", err)
 	}
 	if oe.RetryAfter != 0 || !strings.Contains(err.Error(), "half-open") {
@@ -271,44 +273,44 @@ func TestHalfOpenProbeLimit(t *testing.T) {
 	if err := <-probeDone; err != nil {
 		t.Fatal(err)
 	}
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 func TestHalfOpenNeedsEveryProbeToSucceed(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond, HalfOpenProbes: 2})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond, HalfOpenProbes: 2})
 	trip(t, b)
 	waitHalfOpen(t, b)
 	doN(t, b, context.Background(), 1, nil)
-	wantState(t, b, StateHalfOpen)
+	wantState(t, b, breaker.StateHalfOpen)
 	doN(t, b, context.Background(), 1, redis.Nil) // an answer is a success
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 // A probe that ends because its caller gave up frees its slot without
 // deciding anything.
 func TestCancelledProbeDecidesNothing(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond})
 	trip(t, b)
 	waitHalfOpen(t, b)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	doN(t, b, cancelled, 3, context.Canceled)
-	wantState(t, b, StateHalfOpen)
+	wantState(t, b, breaker.StateHalfOpen)
 	doN(t, b, context.Background(), 1, nil)
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 func TestOnStateChange(t *testing.T) {
 	type change struct {
 		name     string
-		from, to State
+		from, to breaker.State
 	}
 	var mu sync.Mutex
 	var got []change
-	b := New("node-a", Settings{
+	b := New("node-a", breaker.Settings{
 		ConsecutiveFailures: 1,
 		OpenTimeout:         20 * time.Millisecond,
-		OnStateChange: func(name string, from, to State) {
+		OnStateChange: func(name string, from, to breaker.State) {
 			mu.Lock()
 			defer mu.Unlock()
 			got = append(got, change{name, from, to})
@@ -321,11 +323,11 @@ func TestOnStateChange(t *testing.T) {
 	doN(t, b, context.Background(), 1, nil)
 
 	want := []change{
-		{"node-a", StateClosed, StateOpen},
-		{"node-a", StateOpen, StateHalfOpen},
-		{"node-a", StateHalfOpen, StateOpen},
-		{"node-a", StateOpen, StateHalfOpen},
-		{"node-a", StateHalfOpen, StateClosed},
+		{"node-a", breaker.StateClosed, breaker.StateOpen},
+		{"node-a", breaker.StateOpen, breaker.StateHalfOpen},
+		{"node-a", breaker.StateHalfOpen, breaker.StateOpen},
+		{"node-a", breaker.StateOpen, breaker.StateHalfOpen},
+		{"node-a", breaker.StateHalfOpen, breaker.StateClosed},
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -341,7 +343,7 @@ func TestOnStateChange(t *testing.T) {
 
 // A panic in op is a bug, not a backend failure: re-raised, not counted.
 func TestPanicIsReraisedAndNotCounted(t *testing.T) {
-	b := New("node", Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour})
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: time.Hour})
 	func() {
 		defer func() {
 			if r := recover(); r != "boom" {
@@ -350,13 +352,13 @@ func TestPanicIsReraisedAndNotCounted(t *testing.T) {
 		}()
 		_ = b.Do(context.Background(), func(context.Context) error { panic("boom") })
 	}()
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }
 
 func TestDoPassesCallerCtx(t *testing.T) {
 	type key struct{}
 	ctx := context.WithValue(context.Background(), key{}, "v")
-	b := New("node", Settings{})
+	b := New("node", breaker.Settings{})
 	err := b.Do(ctx, func(got context.Context) error {
 		if got.Value(key{}) != "v" {
 			t.Error("op did not get the caller's ctx")
@@ -369,11 +371,11 @@ func TestDoPassesCallerCtx(t *testing.T) {
 }
 
 func TestSettingsDefaults(t *testing.T) {
-	want := Settings{
+	want := breaker.Settings{
 		ConsecutiveFailures: 5, MinRequests: 20, Interval: 10 * time.Second,
 		OpenTimeout: 2 * time.Second, HalfOpenProbes: 1,
 	}
-	for _, s := range []Settings{
+	for _, s := range []breaker.Settings{
 		{},
 		{FailureRatio: -1, Interval: -time.Second, OpenTimeout: -time.Second},
 		{FailureRatio: math.NaN()},
@@ -382,24 +384,24 @@ func TestSettingsDefaults(t *testing.T) {
 			t.Errorf("Settings(%+v) = %v, want %v", s, numbers(got), numbers(want))
 		}
 	}
-	if got := New("n", Settings{FailureRatio: 3}).Settings().FailureRatio; got != 1 {
+	if got := New("n", breaker.Settings{FailureRatio: 3}).Settings().FailureRatio; got != 1 {
 		t.Errorf("FailureRatio 3 became %v, want 1", got)
 	}
-	if got := New("n", Settings{FailureRatio: 0.25}).Settings().FailureRatio; got != 0.25 {
+	if got := New("n", breaker.Settings{FailureRatio: 0.25}).Settings().FailureRatio; got != 0.25 {
 		t.Errorf("FailureRatio 0.25 became %v", got)
 	}
 }
 
 // numbers is s without its func field, to compare.
-func numbers(s Settings) [6]any {
+func numbers(s breaker.Settings) [6]any {
 	return [6]any{s.ConsecutiveFailures, s.FailureRatio, s.MinRequests, s.Interval, s.OpenTimeout, s.HalfOpenProbes}
 }
 
 func TestNameAndStateString(t *testing.T) {
-	if got := New("10.0.0.1:6379", Settings{}).Name(); got != "10.0.0.1:6379" {
+	if got := New("10.0.0.1:6379", breaker.Settings{}).Name(); got != "10.0.0.1:6379" {
 		t.Errorf("Name() = %q", got)
 	}
-	for s, want := range map[State]string{StateClosed: "closed", StateHalfOpen: "half-open", StateOpen: "open", 9: "State(9)"} {
+	for s, want := range map[breaker.State]string{breaker.StateClosed: "closed", breaker.StateHalfOpen: "half-open", breaker.StateOpen: "open", 9: "State(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", s, got, want)
 		}
@@ -415,7 +417,7 @@ func TestDoAgainstRealRedis(t *testing.T) {
 		o.ReadTimeout = 50 * time.Millisecond
 		o.ContextTimeoutEnabled = false
 	})
-	b := New(r.Addr(), Settings{ConsecutiveFailures: 3, OpenTimeout: 100 * time.Millisecond})
+	b := New(r.Addr(), breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 100 * time.Millisecond})
 	ctx := context.Background()
 	var sent atomic.Int64
 	get := func(ctx context.Context) error {
@@ -428,7 +430,7 @@ func TestDoAgainstRealRedis(t *testing.T) {
 			t.Fatalf("GET of an absent key through the breaker = %v, want redis.Nil", err)
 		}
 	}
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 
 	r.Pause(t)
 	for range 3 {
@@ -436,9 +438,9 @@ func TestDoAgainstRealRedis(t *testing.T) {
 			t.Fatalf("GET against a stopped server = %v, want a backend failure", err)
 		}
 	}
-	wantState(t, b, StateOpen)
+	wantState(t, b, breaker.StateOpen)
 	before := sent.Load()
-	if err := b.Do(ctx, get); !errors.Is(err, ErrOpen) {
+	if err := b.Do(ctx, get); !errors.Is(err, breaker.ErrOpen) {
 		t.Fatalf("Do while open = %v, want ErrOpen", err)
 	}
 	if sent.Load() != before {
@@ -450,5 +452,5 @@ func TestDoAgainstRealRedis(t *testing.T) {
 	if err := b.Do(ctx, get); err != redis.Nil {
 		t.Fatalf("probe after resume = %v, want redis.Nil", err)
 	}
-	wantState(t, b, StateClosed)
+	wantState(t, b, breaker.StateClosed)
 }

@@ -1,8 +1,10 @@
-package telemetry
+package obs
 
 import (
 	"context"
 	"testing"
+
+	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -75,8 +77,8 @@ func (r *rig) metrics(t *testing.T) map[string]metricdata.Metrics {
 	}
 	out := map[string]metricdata.Metrics{}
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != ScopeName || sm.Scope.Version != Version {
-			t.Errorf("metric scope = %q %q, want %q %q", sm.Scope.Name, sm.Scope.Version, ScopeName, Version)
+		if sm.Scope.Name != telemetry.ScopeName || sm.Scope.Version != telemetry.Version {
+			t.Errorf("metric scope = %q %q, want %q %q", sm.Scope.Name, sm.Scope.Version, telemetry.ScopeName, telemetry.Version)
 		}
 		for _, m := range sm.Metrics {
 			out[m.Name] = m

@@ -1,5 +1,5 @@
 //go:build !race
 
-package breaker
+package circuit
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package telemetry
+package obs
 
 import (
 	"context"
@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/telemetry"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // TestCatalogMatchesEmitted runs every path and checks, both ways, that what is
-// emitted is exactly what Catalog lists: span name patterns, events, attribute keys,
+// emitted is exactly what telemetry.Catalog lists: span name patterns, events, attribute keys,
 // metric names, units and instruments.
 func TestCatalogMatchesEmitted(t *testing.T) {
 	r := newRig(t, Options{})
@@ -24,36 +26,36 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 	// A hold that retries, is acquired, renews, is lost, and finds the key gone.
 	hctx, hold := dom.StartHold(ctx, testKey)
 	actx := hold.StartAcquire(hctx)
-	hold.Retry(1, time.Millisecond, OutcomeContended)
+	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
 	BreakerChanged(actx, "node-1", "closed", "open") // the attempt tripped a breaker
 	RedlockNode(actx, "node-1", "failed", time.Millisecond, errBoom)
 	hold.Queued(2, "push") // a FIFO waiter, second in line, woken by a push
 	hold.LinkPrevious("0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331")
-	hold.EndAcquire(AcquireResult{Outcome: OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
+	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
 	_, rn := hold.StartRenew(ctx)
-	rn.End(OutcomeRefused, errBoom)
-	hold.Lost(LostRefused, errBoom)
+	rn.End(telemetry.OutcomeRefused, errBoom)
+	hold.Lost(telemetry.LostRefused, errBoom)
 	_, rel := hold.StartRelease(hctx)
-	rel.End(OutcomeExpired, errBoom)
-	hold.End(OutcomeLost, errBoom)
+	rel.End(telemetry.OutcomeExpired, errBoom)
+	hold.End(telemetry.OutcomeLost, errBoom)
 	// Acquisitions that time out and run out of attempts.
-	for _, o := range []Outcome{OutcomeTimeout, OutcomeExhausted} {
+	for _, o := range []telemetry.Outcome{telemetry.OutcomeTimeout, telemetry.OutcomeExhausted} {
 		hctx, hold := dom.StartHold(ctx, testKey)
 		hold.StartAcquire(hctx)
 		hold.EndAcquire(AcquireResult{Outcome: o, Attempts: 5, Contended: true})
 		hold.End(o, nil)
 	}
-	r.in.BreakerState(ctx, "node-1", BreakerOpen)
+	r.in.BreakerState(ctx, "node-1", telemetry.BreakerOpen)
 
 	type named struct {
-		kind            Kind
+		kind            telemetry.Kind
 		name, typ, unit string
 	}
 	emitted := map[named]bool{}
 	addAttrs := func(kvs []attribute.KeyValue) {
 		for _, kv := range kvs {
 			typ := map[attribute.Type]string{attribute.STRING: "string", attribute.INT64: "int", attribute.FLOAT64: "double"}[kv.Value.Type()]
-			emitted[named{KindAttribute, string(kv.Key), typ, ""}] = true
+			emitted[named{telemetry.KindAttribute, string(kv.Key), typ, ""}] = true
 		}
 	}
 	for _, s := range r.spans.GetSpans() {
@@ -61,10 +63,10 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 		if !ok {
 			t.Errorf("span name %q does not end with the domain", s.Name)
 		}
-		emitted[named{KindSpan, name + " {domain}", "", ""}] = true
+		emitted[named{telemetry.KindSpan, name + " {domain}", "", ""}] = true
 		addAttrs(s.Attributes)
 		for _, e := range s.Events {
-			emitted[named{KindEvent, e.Name, "", ""}] = true
+			emitted[named{telemetry.KindEvent, e.Name, "", ""}] = true
 			addAttrs(e.Attributes)
 		}
 	}
@@ -98,7 +100,7 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 					sets = append(sets, p.Attributes)
 				}
 			}
-			emitted[named{KindMetric, m.Name, typ, m.Unit}] = true
+			emitted[named{telemetry.KindMetric, m.Name, typ, m.Unit}] = true
 			for _, s := range sets {
 				addAttrs(s.ToSlice())
 			}
@@ -106,7 +108,7 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 	}
 
 	listed := map[named]bool{}
-	for _, e := range Catalog() {
+	for _, e := range telemetry.Catalog() {
 		n := named{e.Kind, e.Name, e.Type, e.Unit}
 		if listed[n] {
 			t.Errorf("catalog lists %v twice", n)
@@ -131,20 +133,20 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 func TestCatalogValues(t *testing.T) {
 	var outcomes []string
 	for o := range numOutcomes {
-		outcomes = append(outcomes, o.String())
+		outcomes = append(outcomes, telemetry.Outcome(o).String())
 	}
-	for _, e := range Catalog() {
+	for _, e := range telemetry.Catalog() {
 		switch e.Name {
-		case string(AttrOutcome):
+		case string(telemetry.AttrOutcome):
 			if !slices.Equal(e.Values, outcomes) {
 				t.Errorf("outcome values %v, want %v", e.Values, outcomes)
 			}
-		case string(AttrLostCause):
+		case string(telemetry.AttrLostCause):
 			if !slices.Equal(e.Values, []string{"refused", "deadline"}) {
 				t.Errorf("lost cause values %v", e.Values)
 			}
 		}
-		if e.Kind != KindSpan && e.Kind != KindEvent && !strings.HasPrefix(e.Name, "lockkit.") && e.Name != "error.type" {
+		if e.Kind != telemetry.KindSpan && e.Kind != telemetry.KindEvent && !strings.HasPrefix(e.Name, "lockkit.") && e.Name != "error.type" {
 			t.Errorf("%s: name outside the lockkit namespace", e.Name)
 		}
 	}

@@ -1,4 +1,4 @@
-package telemetry
+package obs
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -79,7 +81,7 @@ func TestFollowsGlobalProviders(t *testing.T) {
 		var n int64
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
-				if m.Name == MetricRenewals {
+				if m.Name == telemetry.MetricRenewals {
 					for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
 						n += p.Value
 					}

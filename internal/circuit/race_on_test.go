@@ -1,6 +1,6 @@
 //go:build race
 
-package breaker
+package circuit
 
 // raceEnabled: the race detector allocates on its own, so allocation counts
 // mean nothing under it.

@@ -1,27 +1,18 @@
-package lockkit
+package fence
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Fencing numbers only help if the protected resource checks them. A lease
-// can be lost without its holder noticing in time: the process pauses (GC,
-// SIGSTOP, a slow disk) past the TTL, the key expires, another client takes
-// the lock and writes; then the first one wakes up and writes too. Every
-// acquisition of a fencing domain returns a number higher than all earlier
-// ones for that key (Lease.Fence), so the resource can keep the highest
-// number it has accepted and turn away any write that carries a lower one.
-//
-// This file holds the Redis side (FencedSet, FencedGet); fence_sql.go holds
-// the SQL side (FencedTable).
-
-// FenceError is the error of a write that a resource turned away because of
+// Error is the error of a write that a resource turned away because of
 // its fence. It matches ErrFenced.
-type FenceError struct {
+type Error struct {
 	// Resource names what was written: a Redis key, or a table row.
 	Resource string
 	// Fence is the fencing number the write carried.
@@ -32,18 +23,18 @@ type FenceError struct {
 }
 
 // Error names the resource and both fences.
-func (e *FenceError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("lockkit: write to %s fenced off: fence %d is below the resource's fence %d (a newer lock holder has written)",
 		e.Resource, e.Fence, e.Current)
 }
 
 // Unwrap makes errors.Is(err, ErrFenced) true.
-func (e *FenceError) Unwrap() error { return ErrFenced }
+func (e *Error) Unwrap() error { return ErrFenced }
 
-// FencedSet stores value at key, a Redis hash holding the value and the
+// Set stores value at key, a Redis hash holding the value and the
 // highest fence accepted so far (fields "value" and "fence"), when fence is
 // at least that stored fence, and returns nil. When fence is lower, it writes
-// nothing and returns a *FenceError that matches ErrFenced. Check and write
+// nothing and returns a *Error that matches ErrFenced. Check and write
 // are one Lua script, so no other write can come between them; the hash is
 // one key, so it works on Redis Cluster with any key.
 //
@@ -62,7 +53,7 @@ func (e *FenceError) Unwrap() error { return ErrFenced }
 // *redis.ClusterClient. The resource can live on another Redis than the
 // locks: the guarantee comes from comparing numbers at the resource, not
 // from where the lock lives.
-func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence int64) error {
+func Set(ctx context.Context, rdb redis.Scripter, key, value string, fence int64) error {
 	if fence <= 0 {
 		return fmt.Errorf("lockkit: fenced set %s: fence %d is not a fencing number (> 0); is fencing on for the lock's domain?", key, fence)
 	}
@@ -79,19 +70,19 @@ func FencedSet(ctx context.Context, rdb redis.Scripter, key, value string, fence
 			if err != nil {
 				return fmt.Errorf("lockkit: fenced set %s: fence %d is below the stored fence %q, which is out of range: %w", key, fence, s, ErrFenced)
 			}
-			return &FenceError{Resource: key, Fence: fence, Current: current}
+			return &Error{Resource: key, Fence: fence, Current: current}
 		}
 	}
 	return fmt.Errorf("lockkit: fenced set %s: unexpected script reply %v", key, res)
 }
 
-// fencedGetScript reads a FencedSet resource. A script rather than HMGET so
-// that FencedGet needs no more of rdb than FencedSet does (redis.Scripter).
+// fencedGetScript reads a Set resource. A script rather than HMGET so
+// that Get needs no more of rdb than Set does (redis.Scripter).
 var fencedGetScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'value', 'fence')`)
 
-// FencedGet reads what FencedSet stored at key: the value and the fence it
+// Get reads what Set stored at key: the value and the fence it
 // was written with. A key never written returns an error matching redis.Nil.
-func FencedGet(ctx context.Context, rdb redis.Scripter, key string) (value string, fence int64, err error) {
+func Get(ctx context.Context, rdb redis.Scripter, key string) (value string, fence int64, err error) {
 	res, err := fencedGetScript.Run(ctx, rdb, []string{key}).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("lockkit: fenced get %s: %w", key, err)
@@ -110,3 +101,17 @@ func FencedGet(ctx context.Context, rdb redis.Scripter, key string) (value strin
 	value, _ = res[0].(string)
 	return value, fence, nil
 }
+
+// ErrFenced means the protected resource turned a write away because its
+// fencing number is lower than one the resource has already accepted: a
+// newer lease on the same lock has written since, so this writer's lease
+// was lost (it expired while its holder was paused or cut off). Nothing
+// was written. Set and Table.Update return it, as an *Error that says the
+// resource, the writer's fence and the resource's.
+var ErrFenced = errors.New("lockkit: write fenced off: a newer lock holder has written")
+
+var (
+	//go:embed fencedset.lua
+	fencedSetSrc    string
+	fencedSetScript = redis.NewScript(fencedSetSrc)
+)

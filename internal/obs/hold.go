@@ -1,8 +1,10 @@
-package telemetry
+package obs
 
 import (
 	"context"
 	"time"
+
+	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -85,24 +87,24 @@ func (h *Hold) StartAcquire(ctx context.Context) context.Context {
 }
 
 // Retry adds a lockkit.retry event to the acquire span: attempt (from 1) failed with
-// reason (usually OutcomeContended) and the next attempt follows after backoff.
-func (h *Hold) Retry(attempt int, backoff time.Duration, reason Outcome) {
+// reason (usually telemetry.OutcomeContended) and the next attempt follows after backoff.
+func (h *Hold) Retry(attempt int, backoff time.Duration, reason telemetry.Outcome) {
 	if h == nil || !h.acquireSpan.IsRecording() {
 		return
 	}
-	h.acquireSpan.AddEvent(EventRetry, trace.WithAttributes(
-		AttrRetryAttempt.Int(attempt),
-		AttrRetryBackoff.Float64(backoff.Seconds()),
-		outcomeAttrs[reason.valid()],
+	h.acquireSpan.AddEvent(telemetry.EventRetry, trace.WithAttributes(
+		telemetry.AttrRetryAttempt.Int(attempt),
+		telemetry.AttrRetryBackoff.Float64(backoff.Seconds()),
+		outcomeAttrs[validOutcome(reason)],
 	))
 }
 
 // AcquireResult describes how an acquisition ended, for Hold.EndAcquire.
 type AcquireResult struct {
-	// Outcome is OutcomeAcquired, or why not: OutcomeContended (single attempt),
-	// OutcomeExhausted, OutcomeTimeout, OutcomeCanceled, OutcomeUnavailable,
-	// OutcomeBreakerOpen, OutcomeClosed, OutcomeError.
-	Outcome Outcome
+	// Outcome is telemetry.OutcomeAcquired, or why not: telemetry.OutcomeContended (single attempt),
+	// telemetry.OutcomeExhausted, telemetry.OutcomeTimeout, telemetry.OutcomeCanceled, telemetry.OutcomeUnavailable,
+	// telemetry.OutcomeBreakerOpen, telemetry.OutcomeClosed, telemetry.OutcomeError.
+	Outcome telemetry.Outcome
 	// Attempts is the number of attempts made, at least 1 once one was sent.
 	Attempts int
 	// Contended reports whether the first attempt found the lock held: the caller
@@ -111,19 +113,19 @@ type AcquireResult struct {
 	// Fence is the lease's fencing number; 0 when the domain does not fence.
 	Fence int64
 	// Err is the error returned to the caller, if any; its message is used only as
-	// the status description of a failure, and only with KeyRaw.
+	// the status description of a failure, and only with telemetry.KeyRaw.
 	Err error
 }
 
 // EndAcquire ends the acquire span and records the acquisition metrics. With
-// OutcomeAcquired the hold begins: hold time is measured from here. On a timeout or
+// telemetry.OutcomeAcquired the hold begins: hold time is measured from here. On a timeout or
 // exhausted attempts it adds the matching event to the acquire span.
 func (h *Hold) EndAcquire(r AcquireResult) {
 	if h == nil {
 		return
 	}
 	now := time.Now()
-	o := r.Outcome.valid()
+	o := validOutcome(r.Outcome)
 	d := h.d
 	wait := now.Sub(h.acquireStart)
 	if h.acquireStart.IsZero() {
@@ -140,63 +142,63 @@ func (h *Hold) EndAcquire(r AcquireResult) {
 			m.acquireContended.Add(ctx, 1, d.addByOutcome[o]...)
 		}
 	}
-	if o == OutcomeAcquired {
+	if o == telemetry.OutcomeAcquired {
 		h.acquired = true
 		h.heldSince = now
 	}
 
 	if s := h.acquireSpan; s.IsRecording() {
-		waitKV := AttrAcquireWait.Float64(wait.Seconds())
-		attemptsKV := AttrAttempts.Int(r.Attempts)
+		waitKV := telemetry.AttrAcquireWait.Float64(wait.Seconds())
+		attemptsKV := telemetry.AttrAttempts.Int(r.Attempts)
 		kvs := append(h.identity(make([]attribute.KeyValue, 0, 6)), outcomeAttrs[o], attemptsKV, waitKV)
 		if r.Fence != 0 {
-			kvs = append(kvs, AttrFence.Int64(r.Fence))
+			kvs = append(kvs, telemetry.AttrFence.Int64(r.Fence))
 		}
 		s.SetAttributes(kvs...)
 		switch o {
-		case OutcomeTimeout:
-			s.AddEvent(EventAcquireTimeout, trace.WithAttributes(attemptsKV, waitKV))
-		case OutcomeExhausted:
-			s.AddEvent(EventAcquireExhausted, trace.WithAttributes(attemptsKV, waitKV))
+		case telemetry.OutcomeTimeout:
+			s.AddEvent(telemetry.EventAcquireTimeout, trace.WithAttributes(attemptsKV, waitKV))
+		case telemetry.OutcomeExhausted:
+			s.AddEvent(telemetry.EventAcquireExhausted, trace.WithAttributes(attemptsKV, waitKV))
 		}
 		h.setStatus(s, o, r.Err)
 	}
 	if h.tracer != nil {
 		h.acquireSpan.End()
 	}
-	if o == OutcomeAcquired && r.Fence != 0 && h.span.IsRecording() {
-		h.span.SetAttributes(AttrFence.Int64(r.Fence))
+	if o == telemetry.OutcomeAcquired && r.Fence != 0 && h.span.IsRecording() {
+		h.span.SetAttributes(telemetry.AttrFence.Int64(r.Fence))
 	}
 }
 
 // Lost records that the lease was lost while held: a lockkit.lease.lost event on the
 // hold span and the lockkit.leases.lost counter. Call it once, when the lease's ctx
-// is cancelled with ErrLockLost; end the hold later with OutcomeLost.
-func (h *Hold) Lost(cause LostCause, err error) {
+// is cancelled with ErrLockLost; end the hold later with telemetry.OutcomeLost.
+func (h *Hold) Lost(cause telemetry.LostCause, err error) {
 	if h == nil {
 		return
 	}
-	c := cause.valid()
+	c := validCause(cause)
 	if h.m != nil {
 		h.m.leasesLost.Add(context.Background(), 1, h.d.addByCause[c]...)
 	}
 	if h.span.IsRecording() {
 		h.span.SetAttributes(lostCauseAttrs[c])
-		h.span.AddEvent(EventLeaseLost, trace.WithAttributes(lostCauseAttrs[c]))
+		h.span.AddEvent(telemetry.EventLeaseLost, trace.WithAttributes(lostCauseAttrs[c]))
 	}
 }
 
 // End ends the hold span and, if the lock was acquired, records the hold time.
-// outcome is how the hold ended: OutcomeReleased, OutcomeExpired, OutcomeLost, a
+// outcome is how the hold ended: telemetry.OutcomeReleased, telemetry.OutcomeExpired, telemetry.OutcomeLost, a
 // release failure, or, when the lock was never acquired, the acquire's outcome. err
-// is the error returned to the caller, for the status description (KeyRaw only).
+// is the error returned to the caller, for the status description (telemetry.KeyRaw only).
 // The caller's own function error does not belong here: lockkit does not judge it.
-func (h *Hold) End(outcome Outcome, err error) {
+func (h *Hold) End(outcome telemetry.Outcome, err error) {
 	if h == nil {
 		return
 	}
 	now := time.Now()
-	o := outcome.valid()
+	o := validOutcome(outcome)
 	if h.acquired && h.m != nil {
 		h.m.holdDuration.Record(context.Background(), now.Sub(h.heldSince).Seconds(), h.d.recordByOutcome[o]...)
 	}
@@ -230,14 +232,14 @@ func (h *Hold) StartRenew(ctx context.Context) (context.Context, Renewal) {
 	return ctx, r
 }
 
-// End ends the renew span and counts the renewal: OutcomeOK, or OutcomeRefused (the
-// key is no longer ours), OutcomeUnavailable, OutcomeBreakerOpen, OutcomeCanceled,
-// OutcomeClosed, OutcomeError.
-func (r Renewal) End(outcome Outcome, err error) {
+// End ends the renew span and counts the renewal: telemetry.OutcomeOK, or telemetry.OutcomeRefused (the
+// key is no longer ours), telemetry.OutcomeUnavailable, telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled,
+// telemetry.OutcomeClosed, telemetry.OutcomeError.
+func (r Renewal) End(outcome telemetry.Outcome, err error) {
 	if r.h == nil {
 		return
 	}
-	o := outcome.valid()
+	o := validOutcome(outcome)
 	if r.h.m != nil {
 		r.h.m.renewals.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
 	}
@@ -264,14 +266,14 @@ func (h *Hold) StartRelease(ctx context.Context) (context.Context, Release) {
 	return ctx, r
 }
 
-// End ends the release span and counts the release: OutcomeReleased, OutcomeExpired
-// (ErrNotHeld: the key was no longer ours), or a failure (OutcomeUnavailable,
-// OutcomeBreakerOpen, OutcomeCanceled, OutcomeClosed, OutcomeError).
-func (r Release) End(outcome Outcome, err error) {
+// End ends the release span and counts the release: telemetry.OutcomeReleased, telemetry.OutcomeExpired
+// (ErrNotHeld: the key was no longer ours), or a failure (telemetry.OutcomeUnavailable,
+// telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled, telemetry.OutcomeClosed, telemetry.OutcomeError).
+func (r Release) End(outcome telemetry.Outcome, err error) {
 	if r.h == nil {
 		return
 	}
-	o := outcome.valid()
+	o := validOutcome(outcome)
 	if r.h.m != nil {
 		r.h.m.releases.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
 	}
@@ -291,7 +293,7 @@ func (h *Hold) startChild(ctx context.Context, name string) (context.Context, tr
 
 // endChild sets a renew or release span's attributes, all in one call, and its status,
 // and ends it.
-func (h *Hold) endChild(s trace.Span, o Outcome, err error) {
+func (h *Hold) endChild(s trace.Span, o telemetry.Outcome, err error) {
 	if s.IsRecording() {
 		s.SetAttributes(append(h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
 		h.setStatus(s, o, err)
@@ -308,14 +310,14 @@ func (h *Hold) identity(kvs []attribute.KeyValue) []attribute.KeyValue {
 }
 
 // setStatus marks a failure: Error status and error.type. The description is the
-// error's message with KeyRaw (it may quote the key), the outcome's name otherwise.
-func (h *Hold) setStatus(s trace.Span, o Outcome, err error) {
+// error's message with telemetry.KeyRaw (it may quote the key), the outcome's name otherwise.
+func (h *Hold) setStatus(s trace.Span, o telemetry.Outcome, err error) {
 	if !o.Failure() {
 		return
 	}
 	s.SetAttributes(errorTypeAttrs[o])
 	desc := o.String()
-	if err != nil && h.d.in.keyMode == KeyRaw {
+	if err != nil && h.d.in.keyMode == telemetry.KeyRaw {
 		desc = err.Error()
 	}
 	s.SetStatus(codes.Error, desc)
@@ -332,10 +334,10 @@ func (h *Hold) Queued(position int, wake string) {
 		return
 	}
 	if position > 0 {
-		h.acquireSpan.SetAttributes(AttrQueuePosition.Int(position))
+		h.acquireSpan.SetAttributes(telemetry.AttrQueuePosition.Int(position))
 	}
 	if wake != "" {
-		h.acquireSpan.AddEvent(EventWake, trace.WithAttributes(AttrWakeCause.String(wake)))
+		h.acquireSpan.AddEvent(telemetry.EventWake, trace.WithAttributes(telemetry.AttrWakeCause.String(wake)))
 	}
 }
 

@@ -1,4 +1,4 @@
-package lockkit
+package fence
 
 import (
 	"context"
@@ -20,11 +20,11 @@ const (
 	Question
 )
 
-// DefaultFenceColumn is the fence column's name when FencedTable.FenceColumn
+// DefaultColumn is the fence column's name when Table.FenceColumn
 // is empty.
-const DefaultFenceColumn = "fence"
+const DefaultColumn = "fence"
 
-// FencedTable enforces fencing numbers on the rows of one SQL table: each row
+// Table enforces fencing numbers on the rows of one SQL table: each row
 // keeps the fence of its last write in a column, and an update applies only
 // when its fence is at least that one.
 //
@@ -40,7 +40,7 @@ const DefaultFenceColumn = "fence"
 // as the database stores them (PostgreSQL folds unquoted names to lower case:
 // a table created as Bookings is "bookings"). Double quotes are standard SQL:
 // PostgreSQL and SQLite accept them, MySQL only with sql_mode ANSI_QUOTES.
-type FencedTable struct {
+type Table struct {
 	// Schema optionally qualifies Table ("public").
 	Schema string
 	// Table is the table's name. Required.
@@ -48,7 +48,7 @@ type FencedTable struct {
 	// KeyColumn is the column that selects the row, usually the primary
 	// key; it should be unique. Required.
 	KeyColumn string
-	// FenceColumn holds each row's fence; "" means DefaultFenceColumn.
+	// FenceColumn holds each row's fence; "" means DefaultColumn.
 	FenceColumn string
 	// Placeholder is the driver's parameter style; the zero value is Dollar.
 	Placeholder Placeholder
@@ -77,7 +77,7 @@ type Execer interface {
 //	WHERE "id" = $3 AND ("fence" IS NULL OR "fence" <= $4)
 //
 // It returns nil when the row was updated. When no row was, it reads the
-// row's fence to say why: a stored fence above fence is a *FenceError that
+// row's fence to say why: a stored fence above fence is a *Error that
 // matches ErrFenced (a newer lock holder has written); a missing row is an
 // error matching sql.ErrNoRows, never ErrFenced.
 //
@@ -96,7 +96,7 @@ type Execer interface {
 // MySQL reports changed rows, not matched ones, unless the DSN has
 // clientFoundRows=true; without it, an update that changes nothing looks
 // like a rejected one.
-func (t FencedTable) Update(ctx context.Context, db Execer, key any, fence int64, set ...Column) error {
+func (t Table) Update(ctx context.Context, db Execer, key any, fence int64, set ...Column) error {
 	query, args, err := t.Statement(key, fence, set...)
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func (t FencedTable) Update(ctx context.Context, db Execer, key any, fence int64
 	case err != nil:
 		return fmt.Errorf("lockkit: fenced update %s: no row updated, and reading its fence failed: %w", t.row(key), err)
 	case stored.Valid && stored.Int64 > fence:
-		return &FenceError{Resource: t.row(key), Fence: fence, Current: stored.Int64}
+		return &Error{Resource: t.row(key), Fence: fence, Current: stored.Int64}
 	}
 	return fmt.Errorf("lockkit: fenced update %s: no row updated, yet its fence is %s, not above %d: the row changed meanwhile (outside a transaction), or the driver reports changed rather than matched rows",
 		t.row(key), nullString(stored), fence)
@@ -133,7 +133,7 @@ func (t FencedTable) Update(ctx context.Context, db Execer, key any, fence int64
 // query builder, a batch. Zero rows affected means the row is missing or its
 // fence is above fence. It fails when a name is empty or holds a NUL byte,
 // when set names the fence column, or when fence is not > 0.
-func (t FencedTable) Statement(key any, fence int64, set ...Column) (query string, args []any, err error) {
+func (t Table) Statement(key any, fence int64, set ...Column) (query string, args []any, err error) {
 	if err := t.check(fence, set); err != nil {
 		return "", nil, err
 	}
@@ -170,7 +170,7 @@ func (t FencedTable) Statement(key any, fence int64, set ...Column) (query strin
 	return b.String(), args, nil
 }
 
-func (t FencedTable) check(fence int64, set []Column) error {
+func (t Table) check(fence int64, set []Column) error {
 	var errs []error
 	name := func(what, s string) {
 		switch {
@@ -211,33 +211,33 @@ func (t FencedTable) check(fence int64, set []Column) error {
 	return nil
 }
 
-func (t FencedTable) fenceColumn() string {
+func (t Table) fenceColumn() string {
 	if t.FenceColumn == "" {
-		return DefaultFenceColumn
+		return DefaultColumn
 	}
 	return t.FenceColumn
 }
 
-func (t FencedTable) table() string {
+func (t Table) table() string {
 	if t.Schema != "" {
 		return quoteIdent(t.Schema) + "." + quoteIdent(t.Table)
 	}
 	return quoteIdent(t.Table)
 }
 
-func (t FencedTable) param(n int) string {
+func (t Table) param(n int) string {
 	if t.Placeholder == Question {
 		return "?"
 	}
 	return "$" + strconv.Itoa(n)
 }
 
-func (t FencedTable) selectFence() string {
+func (t Table) selectFence() string {
 	return "SELECT " + quoteIdent(t.fenceColumn()) + " FROM " + t.table() + " WHERE " + quoteIdent(t.KeyColumn) + " = " + t.param(1)
 }
 
 // row names the row for errors: "bookings" row "id" = 12.
-func (t FencedTable) row(key any) string {
+func (t Table) row(key any) string {
 	return fmt.Sprintf("%s row %s = %v", t.table(), quoteIdent(t.KeyColumn), key)
 }
 

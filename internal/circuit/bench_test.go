@@ -1,8 +1,10 @@
-package breaker
+package circuit
 
 import (
 	"context"
 	"testing"
+
+	"github.com/lockkit/lockkit/breaker"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -11,7 +13,7 @@ import (
 // that succeeds at once. Run with -benchmem: the figure to watch is 0
 // allocs/op.
 func BenchmarkDoClosed(b *testing.B) {
-	br := New("bench", Settings{})
+	br := New("bench", breaker.Settings{})
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
 	b.ReportAllocs()
@@ -25,7 +27,7 @@ func BenchmarkDoClosed(b *testing.B) {
 // BenchmarkDoClosedNil is the contention path: op returns redis.Nil, which
 // must cost no more than a success.
 func BenchmarkDoClosedNil(b *testing.B) {
-	br := New("bench", Settings{})
+	br := New("bench", breaker.Settings{})
 	ctx := context.Background()
 	op := func(context.Context) error { return redis.Nil }
 	b.ReportAllocs()
@@ -39,7 +41,7 @@ func BenchmarkDoClosedNil(b *testing.B) {
 // BenchmarkDoClosedParallel measures Do under contention for the breaker's
 // lock.
 func BenchmarkDoClosedParallel(b *testing.B) {
-	br := New("bench", Settings{})
+	br := New("bench", breaker.Settings{})
 	ctx := context.Background()
 	op := func(context.Context) error { return nil }
 	b.ReportAllocs()
@@ -60,7 +62,7 @@ func TestDoClosedDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are meaningless under the race detector")
 	}
-	br := New("allocs", Settings{})
+	br := New("allocs", breaker.Settings{})
 	ctx := context.Background()
 	for _, ret := range []error{nil, redis.Nil} {
 		op := func(context.Context) error { return ret }

@@ -1,15 +1,15 @@
-package telemetry
+package obs
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,8 +32,8 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 	// KeyMode says how lock keys are recorded on spans: raw (default), hashed or
 	// omitted.
-	KeyMode KeyMode
-	// KeyHashSecret keys the hash of KeyHashed: with a secret the hash is
+	KeyMode telemetry.KeyMode
+	// KeyHashSecret keys the hash of telemetry.KeyHashed: with a secret the hash is
 	// HMAC-SHA-256 and cannot be reversed by hashing guessed keys. Nil means plain
 	// SHA-256.
 	KeyHashSecret []byte
@@ -43,7 +43,7 @@ type Options struct {
 // client with New; it is safe for concurrent use. A nil *Instruments is valid and
 // records nothing.
 type Instruments struct {
-	keyMode   KeyMode
+	keyMode   telemetry.KeyMode
 	keySecret []byte
 
 	// An explicit Options.TracerProvider: its tracer, nil when it is a no-op one.
@@ -117,46 +117,46 @@ func New(o Options) (*Instruments, error) {
 }
 
 func newTracer(tp trace.TracerProvider) trace.Tracer {
-	return tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version), trace.WithSchemaURL(semconv.SchemaURL))
+	return tp.Tracer(telemetry.ScopeName, trace.WithInstrumentationVersion(telemetry.Version), trace.WithSchemaURL(semconv.SchemaURL))
 }
 
 // newMeters creates every instrument from mp.
 func newMeters(mp metric.MeterProvider) (*meters, error) {
-	m := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version), metric.WithSchemaURL(semconv.SchemaURL))
+	m := mp.Meter(telemetry.ScopeName, metric.WithInstrumentationVersion(telemetry.Version), metric.WithSchemaURL(semconv.SchemaURL))
 	ms := &meters{provider: mp}
 	var errs []error
-	h, err := m.Float64Histogram(MetricAcquireDuration, metric.WithUnit(unitSeconds),
+	h, err := m.Float64Histogram(telemetry.MetricAcquireDuration, metric.WithUnit(unitOf(telemetry.MetricAcquireDuration)),
 		metric.WithDescription("Time lockkit acquisitions took, attempts and backoffs included."),
 		metric.WithExplicitBucketBoundaries(acquireDurationBuckets...))
 	ms.acquireDuration = instrument[metric.Float64Histogram](h, err, &errs, metricnoop.Float64Histogram{})
 
-	ih, err := m.Int64Histogram(MetricAcquireAttempts, metric.WithUnit(unitAttempt),
+	ih, err := m.Int64Histogram(telemetry.MetricAcquireAttempts, metric.WithUnit(unitOf(telemetry.MetricAcquireAttempts)),
 		metric.WithDescription("Attempts per lockkit acquisition."),
 		metric.WithExplicitBucketBoundaries(acquireAttemptBuckets...))
 	ms.acquireAttempts = instrument[metric.Int64Histogram](ih, err, &errs, metricnoop.Int64Histogram{})
 
-	c, err := m.Int64Counter(MetricAcquireContended, metric.WithUnit(unitAcquire),
+	c, err := m.Int64Counter(telemetry.MetricAcquireContended, metric.WithUnit(unitOf(telemetry.MetricAcquireContended)),
 		metric.WithDescription("Lockkit acquisitions whose first attempt found the lock held."))
 	ms.acquireContended = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	h, err = m.Float64Histogram(MetricHoldDuration, metric.WithUnit(unitSeconds),
+	h, err = m.Float64Histogram(telemetry.MetricHoldDuration, metric.WithUnit(unitOf(telemetry.MetricHoldDuration)),
 		metric.WithDescription("Time lockkit leases were held, from acquisition to the end of the hold."),
 		metric.WithExplicitBucketBoundaries(holdDurationBuckets...))
 	ms.holdDuration = instrument[metric.Float64Histogram](h, err, &errs, metricnoop.Float64Histogram{})
 
-	c, err = m.Int64Counter(MetricRenewals, metric.WithUnit(unitRenewal),
+	c, err = m.Int64Counter(telemetry.MetricRenewals, metric.WithUnit(unitOf(telemetry.MetricRenewals)),
 		metric.WithDescription("Lockkit lease extends, by outcome."))
 	ms.renewals = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	c, err = m.Int64Counter(MetricLeasesLost, metric.WithUnit(unitLease),
+	c, err = m.Int64Counter(telemetry.MetricLeasesLost, metric.WithUnit(unitOf(telemetry.MetricLeasesLost)),
 		metric.WithDescription("Lockkit leases lost while held, by cause."))
 	ms.leasesLost = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	c, err = m.Int64Counter(MetricReleases, metric.WithUnit(unitRelease),
+	c, err = m.Int64Counter(telemetry.MetricReleases, metric.WithUnit(unitOf(telemetry.MetricReleases)),
 		metric.WithDescription("Lockkit releases, by outcome."))
 	ms.releases = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	g, err := m.Int64Gauge(MetricBreakerState, metric.WithUnit(unitState),
+	g, err := m.Int64Gauge(telemetry.MetricBreakerState, metric.WithUnit(unitOf(telemetry.MetricBreakerState)),
 		metric.WithDescription("Lockkit circuit breaker state per backend node: 0 closed, 1 half-open, 2 open."))
 	ms.breakerState = instrument[metric.Int64Gauge](g, err, &errs, metricnoop.Int64Gauge{})
 
@@ -184,7 +184,7 @@ func BreakerChanged(ctx context.Context, node, from, to string) {
 	if !s.IsRecording() {
 		return
 	}
-	s.AddEvent(EventBreakerChange, trace.WithAttributes(AttrBreakerNode.String(node), AttrBreakerFrom.String(from), AttrBreakerTo.String(to)))
+	s.AddEvent(telemetry.EventBreakerChange, trace.WithAttributes(telemetry.AttrBreakerNode.String(node), telemetry.AttrBreakerFrom.String(from), telemetry.AttrBreakerTo.String(to)))
 }
 
 // RedlockNode adds a lockkit.redlock.node event to the span in ctx (a
@@ -195,11 +195,11 @@ func RedlockNode(ctx context.Context, node, result string, latency time.Duration
 	if !s.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{AttrBreakerNode.String(node), AttrNodeResult.String(result), AttrNodeLatency.Float64(latency.Seconds())}
+	attrs := []attribute.KeyValue{telemetry.AttrBreakerNode.String(node), telemetry.AttrNodeResult.String(result), telemetry.AttrNodeLatency.Float64(latency.Seconds())}
 	if err != nil {
-		attrs = append(attrs, AttrErrorType.String(result))
+		attrs = append(attrs, telemetry.AttrErrorType.String(result))
 	}
-	s.AddEvent(EventRedlockNode, trace.WithAttributes(attrs...))
+	s.AddEvent(telemetry.EventRedlockNode, trace.WithAttributes(attrs...))
 }
 
 // tracer returns the tracer a new hold uses, or nil when tracing is off. Starting a
@@ -270,11 +270,11 @@ func (in *Instruments) Domain(name string) *Domain {
 	d := &Domain{
 		in:          in,
 		name:        name,
-		holdName:    SpanHold + " " + name,
-		acquireName: SpanAcquire + " " + name,
-		renewName:   SpanRenew + " " + name,
-		releaseName: SpanRelease + " " + name,
-		domainAttr:  AttrDomain.String(name),
+		holdName:    telemetry.SpanHold + " " + name,
+		acquireName: telemetry.SpanAcquire + " " + name,
+		renewName:   telemetry.SpanRenew + " " + name,
+		releaseName: telemetry.SpanRelease + " " + name,
+		domainAttr:  telemetry.AttrDomain.String(name),
 	}
 	for o := range numOutcomes {
 		opt := metric.WithAttributeSet(attribute.NewSet(d.domainAttr, outcomeAttrs[o]))
@@ -288,43 +288,27 @@ func (in *Instruments) Domain(name string) *Domain {
 	return d
 }
 
-// BreakerState records the circuit breaker state of one backend node: BreakerClosed,
-// BreakerHalfOpen or BreakerOpen (gobreaker's State values, as ints). Call it from
-// the breaker's OnStateChange, and once with BreakerClosed when a breaker is created.
+// BreakerState records the circuit breaker state of one backend node: telemetry.BreakerClosed,
+// telemetry.BreakerHalfOpen or telemetry.BreakerOpen (gobreaker's State values, as ints). Call it from
+// the breaker's OnStateChange, and once with telemetry.BreakerClosed when a breaker is created.
 func (in *Instruments) BreakerState(ctx context.Context, node string, state int) {
 	if in == nil {
 		return
 	}
 	if m := in.meters(); m != nil && m.breakerState.Enabled(ctx) {
-		m.breakerState.Record(ctx, int64(state), metric.WithAttributes(AttrBreakerNode.String(node)))
+		m.breakerState.Record(ctx, int64(state), metric.WithAttributes(telemetry.AttrBreakerNode.String(node)))
 	}
 }
 
 // keyAttr returns the lockkit.key attribute for key per the key mode.
 func (in *Instruments) keyAttr(key string) (attribute.KeyValue, bool) {
 	switch in.keyMode {
-	case KeyRaw:
-		return AttrKey.String(key), true
-	case KeyHashed:
-		return AttrKey.String(HashKey(key, in.keySecret)), true
+	case telemetry.KeyRaw:
+		return telemetry.AttrKey.String(key), true
+	case telemetry.KeyHashed:
+		return telemetry.AttrKey.String(telemetry.HashKey(key, in.keySecret)), true
 	}
 	return attribute.KeyValue{}, false
-}
-
-// HashKey returns the lockkit.key value that KeyHashed records for key: the first
-// 16 bytes of HMAC-SHA-256(secret, key), or of SHA-256(key) when secret is empty,
-// in lower-case hex. Use it to find a key's spans in a tracing backend.
-func HashKey(key string, secret []byte) string {
-	var sum []byte
-	if len(secret) > 0 {
-		mac := hmac.New(sha256.New, secret)
-		mac.Write([]byte(key))
-		sum = mac.Sum(nil)
-	} else {
-		s := sha256.Sum256([]byte(key))
-		sum = s[:]
-	}
-	return hex.EncodeToString(sum[:16])
 }
 
 // defaultGlobalTracerProvider is the delegating provider that otel.GetTracerProvider
@@ -388,3 +372,17 @@ func (d *Domain) Name() string {
 	}
 	return d.name
 }
+
+// units maps each metric name to its unit, from telemetry.Catalog: the
+// catalog owns the units, and the instruments are created with them.
+var units = sync.OnceValue(func() map[string]string {
+	m := make(map[string]string)
+	for _, e := range telemetry.Catalog() {
+		if e.Kind == telemetry.KindMetric {
+			m[e.Name] = e.Unit
+		}
+	}
+	return m
+})
+
+func unitOf(metric string) string { return units()[metric] }

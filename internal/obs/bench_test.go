@@ -1,8 +1,10 @@
-package telemetry
+package obs
 
 import (
 	"context"
 	"testing"
+
+	"github.com/lockkit/lockkit/telemetry"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -70,6 +72,6 @@ func BenchmarkStartHoldOff(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, h := dom.StartHold(ctx, testKey)
-		h.End(OutcomeReleased, nil)
+		h.End(telemetry.OutcomeReleased, nil)
 	}
 }
