@@ -81,7 +81,7 @@ type domainView struct {
 	Policy   []kv   // the Policy's fields before Retry
 	Retry    []kv   // the RetryPolicy's fields; none for a single attempt
 	Fencing  bool
-	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -194,7 +194,13 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	case d.Renew > 0:
 		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: durationExpr(d.Renew)})
 	}
-	if r := d.Retry; !r.None() {
+	if r := d.Retry; !r.None() && d.Wait == schema.WaitFIFO {
+		// A FIFO wait is bounded by MaxWait; the backoff fields are unused.
+		dv.Retry = []kv{
+			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
+			{Key: "MaxWait", Value: durationExpr(r.MaxWait)},
+		}
+	} else if !r.None() {
 		dv.Retry = []kv{
 			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
 			{Key: "InitialInterval", Value: durationExpr(r.Initial)},
@@ -212,6 +218,9 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 		if d.ReplicaTimeout > 0 {
 			dv.Replicas = append(dv.Replicas, kv{Key: "ReplicaTimeout", Value: durationExpr(d.ReplicaTimeout)})
 		}
+	}
+	if d.Wait == schema.WaitFIFO {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: "lockkit.WaitFIFO"})
 	}
 
 	// Parameters keep their schema names unless one would shadow a name the
@@ -340,6 +349,8 @@ func policyText(d *schema.Domain) string {
 	}
 	if r := d.Retry; r.None() {
 		parts = append(parts, "a single attempt")
+	} else if d.Wait == schema.WaitFIFO {
+		parts = append(parts, "waits in FIFO order, woken by push, for at most "+shortDuration(r.MaxWait))
 	} else {
 		s := fmt.Sprintf("up to %d attempts, backing off from %s to %s (multiplier %s, jitter %s)",
 			r.Attempts, shortDuration(r.Initial), shortDuration(r.Max), floatLit(r.Multiplier), floatLit(r.Jitter))
@@ -350,6 +361,9 @@ func policyText(d *schema.Domain) string {
 	}
 	if d.Fencing {
 		parts = append(parts, "fencing on (Lease.Fence)")
+	}
+	if d.Wait == schema.WaitFIFO && d.Retry.None() {
+		parts = append(parts, "FIFO waiting")
 	}
 	if d.Replicas > 0 {
 		noun, timeout := "replicas", d.ReplicaTimeout

@@ -22,6 +22,7 @@ type redisBackend struct {
 	cluster    *redis.ClusterClient // nil unless rdb is one
 	name       string
 	cmdTimeout time.Duration
+	fifo       fifoState // FIFO waiting's Notifier (backend_fifo.go)
 }
 
 var (
@@ -284,5 +285,8 @@ func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, er
 
 func (b *redisBackend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
 
-// Close does nothing: the go-redis client is the caller's.
-func (b *redisBackend) Close() error { return nil }
+// Close closes the FIFO Notifier, if any; the go-redis client is the caller's.
+func (b *redisBackend) Close() error {
+	b.closeNotifier()
+	return nil
+}

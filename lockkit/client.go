@@ -33,6 +33,8 @@ const SupportPackageIsVersion1 = true
 type Client struct {
 	be         backend.Backend // guarded by the Client's breakers (a quorum backend: its members)
 	noFencing  error           // why fencing domains are refused, for a backend that cannot fence
+	queue      backend.Queue   // the guarded backend's FIFO queues; nil when it keeps none
+	noQueue    error           // why FIFO domains are refused, when queue is nil
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -187,12 +189,20 @@ func (c *Client) open(spec backend.Spec) error {
 	if r, ok := be.(backend.FencingRefuser); ok {
 		c.noFencing = r.FencingError()
 	}
-	if _, ok := be.(backend.Quorum); !ok {
+	if _, ok := be.(backend.Quorum); ok {
+		c.noQueue = errors.New("wait fifo is not available on Redlock: the queue lives on one deployment, and over N independent nodes there is no single order to be first in (N queues can disagree, and the head of a majority need not exist); use wait poll, or the Redis backend")
+	} else {
 		name := spec.Name
 		if n, ok := be.(backend.Named); ok {
 			name = n.Name()
 		}
-		be = c.guard(name, be)
+		g := c.guard(name, be).(*guarded)
+		if g.queue != nil {
+			c.queue = g
+		} else {
+			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue with push wake-up (only the Redis backend does); use wait poll", spec.Name)
+		}
+		be = g
 	}
 	c.be = be
 	return nil
@@ -317,6 +327,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	if c.noFencing != nil && d.policy.Fencing {
 		errs = append(errs, c.noFencing)
+	}
+	if c.noQueue != nil && d.policy.Wait == WaitFIFO {
+		errs = append(errs, c.noQueue)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)

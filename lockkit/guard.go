@@ -31,6 +31,7 @@ type guarded struct {
 	capacity   backend.Capacity
 	classifier backend.Classifier
 	batcher    backend.Batcher // nil: sets are taken one by one
+	queue      backend.Queue   // nil: be keeps no FIFO queues
 	cheap      bool            // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
@@ -51,6 +52,7 @@ func (c *Client) guard(name string, be backend.Backend) backend.Backend {
 	g.capacity, _ = be.(backend.Capacity)
 	g.classifier, _ = be.(backend.Classifier)
 	g.batcher, _ = be.(backend.Batcher)
+	g.queue, _ = be.(backend.Queue)
 	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
 		g.named(name, true)
@@ -114,6 +116,41 @@ func (g *guarded) forKey(ctx context.Context, key string) *circuit.Breaker {
 // command timeout. Contention counts as a success; a capacity error (no
 // free connection) is not counted either way.
 func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+	var fence int64
+	err := g.guardedAcquire(ctx, req, func(ctx context.Context) error {
+		var err error
+		fence, err = g.be.Acquire(ctx, req)
+		return err
+	})
+	return fence, err
+}
+
+// QueueAcquire is a FIFO attempt (backend.Queue) through the same breaker,
+// bounded by the command timeout the same way: it can grant a lock.
+func (g *guarded) QueueAcquire(ctx context.Context, req *backend.Request) (backend.QueueResult, error) {
+	var r backend.QueueResult
+	err := g.guardedAcquire(ctx, req, func(ctx context.Context) error {
+		var err error
+		r, err = g.queue.QueueAcquire(ctx, req)
+		return err
+	})
+	return r, err
+}
+
+// QueueRelease passes through, as Release does: it cannot grant this
+// caller a lock, and a waiter must be able to leave while the node is sick.
+func (g *guarded) QueueRelease(ctx context.Context, key, token, prev string) (bool, error) {
+	return g.queue.QueueRelease(ctx, key, token, prev)
+}
+
+// QueueSubscribe does no I/O of its own; it passes through.
+func (g *guarded) QueueSubscribe(key, token string) backend.QueueWaiter {
+	return g.queue.QueueSubscribe(key, token)
+}
+
+// guardedAcquire runs one acquisition (acquire, sent by send under a ctx
+// bounded by the command timeout) through the breaker of req.Key's node.
+func (g *guarded) guardedAcquire(ctx context.Context, req *backend.Request, send func(context.Context) error) error {
 	br := g.forKey(ctx, req.Key)
 	if trace.SpanFromContext(ctx).IsRecording() {
 		// Mark the acquisition whose outcome moved the breaker. Only when
@@ -125,27 +162,24 @@ func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, err
 			}
 		}()
 	}
-	var (
-		fence   int64
-		realErr error
-	)
+	var realErr error
 	err := br.Do(ctx, func(ctx context.Context) error {
 		d := g.cmdTimeout + req.ReplicaTimeout
 		var err error
 		if g.cheap {
-			fence, err = g.be.Acquire(commandCtx(ctx, d), req)
+			err = send(commandCtx(ctx, d))
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, d)
-			fence, err = g.be.Acquire(cctx, req)
+			err = send(cctx)
 			cancel()
 		}
 		realErr = err
 		return g.verdict(err)
 	})
 	if err != nil && realErr == nil {
-		return 0, err // refused by the breaker
+		return err // refused by the breaker
 	}
-	return fence, realErr
+	return realErr
 }
 
 // verdict is what the breaker is told of an acquisition's error.

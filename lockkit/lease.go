@@ -20,8 +20,12 @@ import (
 type Lease struct {
 	lock  Lock
 	be    backend.Backend // where it is held: the client's backend, or a transaction
-	token string
-	fence int64
+	queue backend.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
+	// firstRenew, when > 0 and sooner than RenewInterval, is when the first
+	// renewal is due: a handed-over lock has less than the TTL left.
+	firstRenew time.Duration
+	token      string
+	fence      int64
 
 	ctx    context.Context // done once lost or released; cause says which
 	cancel context.CancelCauseFunc
@@ -77,6 +81,9 @@ func (l *Lease) start() {
 	}
 	l.expiry = c.sched.add(l.deadline, func() { go l.onDeadline() })
 	if every := l.lock.d.policy.RenewInterval; every > 0 {
+		if l.firstRenew > 0 {
+			every = min(every, l.firstRenew)
+		}
 		l.renew = c.sched.add(time.Now().Add(every), func() { c.background(l.renewNow) })
 	}
 }
@@ -295,7 +302,16 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	defer c.untrack(l)
 
 	_, span := l.hold.StartRelease(ctx)
-	ok, err := l.be.Release(cctx, l.lock.key, l.token)
+	var (
+		ok  bool
+		err error
+	)
+	if l.queue != nil {
+		// Hand the lock to the next waiter and wake it, in the same script.
+		ok, err = l.queue.QueueRelease(cctx, l.lock.key, l.token, l.previousOf())
+	} else {
+		ok, err = l.be.Release(cctx, l.lock.key, l.token)
+	}
 	outcome := telemetry.OutcomeReleased
 	var foundLost error
 	switch {

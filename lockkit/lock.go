@@ -105,6 +105,13 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 	hctx, hold := d.tel.StartHold(ctx, l.key)
 	actx := hold.StartAcquire(hctx)
 	p := &d.policy
+	if p.Wait == WaitFIFO {
+		// The client's backend keeps queues (Domain refuses FIFO domains
+		// otherwise); another backend (a transaction's) polls.
+		if q := c.queueOf(be); q != nil {
+			return l.acquireFIFO(ctx, hctx, actx, hold, be, q, retry, forDo)
+		}
+	}
 	start := time.Now()
 	sched := retrySchedule{r: &p.Retry, start: start}
 	var (
@@ -159,6 +166,17 @@ type granted struct {
 	sent      time.Time
 	attempts  int
 	contended bool
+
+	// validUntil, when set, is the lease's deadline as the caller computed
+	// it (a FIFO handover counts from an earlier send than the grant's);
+	// otherwise it is sent + TTL − drift.
+	validUntil time.Time
+	// queue is the backend's queue of a FIFO lease, whose release hands
+	// the lock over; nil otherwise.
+	queue backend.Queue
+	// firstRenew, when > 0, brings the first renewal forward (a
+	// handed-over lock's shorter TTL on the server).
+	firstRenew time.Duration
 }
 
 // grant turns a granted attempt into a tracked lease, for Do (forDo) or
@@ -171,14 +189,21 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be backend.Backen
 	d := l.d
 	c := d.c
 	p := &d.policy
-	validUntil := g.sent.Add(p.TTL - d.drift)
+	validUntil := g.validUntil
+	if validUntil.IsZero() {
+		validUntil = g.sent.Add(p.TTL - d.drift)
+	}
 	if time.Until(validUntil) <= 0 {
 		// The reply came too late to trust: the key may already have
 		// expired. Give it back and count it as a backend failure.
 		l.releaseToken(ctx, be, g.token)
+		if !g.validUntil.IsZero() {
+			return nil, ctx, fmt.Errorf("%w: the grant came too late to trust (TTL %v less drift)", ErrUnavailable, p.TTL)
+		}
 		return nil, ctx, fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(g.sent).Round(time.Millisecond), p.TTL)
 	}
 	lease := newLease(l, be, g.token, g.fence, validUntil, hctx, hold)
+	lease.queue, lease.firstRenew = g.queue, g.firstRenew
 	fctx := hctx
 	if forDo {
 		fctx, lease.fnCancel = context.WithCancelCause(hctx)
@@ -278,6 +303,11 @@ func (c *Client) holderOf(ctx context.Context) string {
 func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
+	if q := l.d.c.queueOf(be); q != nil && l.d.policy.Wait == WaitFIFO {
+		// Leave the queue too, and hand the lock on if it was ours.
+		_, _ = q.QueueRelease(rctx, l.key, token, "")
+		return
+	}
 	_, _ = be.Release(rctx, l.key, token)
 }
 

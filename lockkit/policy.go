@@ -71,7 +71,27 @@ type Policy struct {
 	Replicas int
 	// ReplicaTimeout bounds the wait for replicas (default 50ms).
 	ReplicaTimeout time.Duration
+
+	// Wait is how an acquisition waits for a held lock: WaitPoll (the
+	// zero value) retries per Retry; WaitFIFO queues it in Redis, in
+	// arrival order, hands the lock over on release and wakes the next
+	// waiter by push (docs/semantics.md). Under WaitFIFO, Retry.MaxWait
+	// (required when MaxAttempts > 1) and ctx bound the wait, MaxAttempts
+	// <= 1 makes a single attempt, and the backoff fields are unused.
+	// Only the Redis backend (single, Sentinel, Cluster) keeps queues;
+	// Redlock and PostgreSQL clients refuse WaitFIFO domains, and so does
+	// Replicas > 0.
+	Wait Wait
 }
+
+// Wait is how a domain's acquisitions wait for a held lock.
+type Wait = policy.Wait
+
+// The wait modes (lockkit.yaml's wait: poll | fifo).
+const (
+	WaitPoll = policy.WaitPoll
+	WaitFIFO = policy.WaitFIFO
+)
 
 // RetryPolicy is jittered exponential backoff for acquiring a held lock.
 type RetryPolicy struct {
@@ -152,6 +172,9 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	}
 	if err := policy.CheckJitter(r.Jitter); err != nil {
 		errs = append(errs, fmt.Errorf("retry %w", err))
+	}
+	if err := policy.CheckWait(p.Wait, r.MaxAttempts, r.MaxWait, p.Replicas); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

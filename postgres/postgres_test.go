@@ -672,3 +672,17 @@ func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
 		t.Fatalf("the lock is still held (pid %d) after Do returned", pid)
 	}
 }
+
+// TestFIFODomainRefused: a PostgreSQL client refuses a domain with FIFO
+// waiting, saying why, rather than polling under a name that promises a
+// queue.
+func TestFIFODomainRefused(t *testing.T) {
+	pg := startPG(t)
+	c := newClient(t, newPool(t, pg.DSN(), 2))
+	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
+		Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Second}}})
+	err := d.Err()
+	if err == nil || !strings.Contains(err.Error(), "wait fifo is not available on the postgres backend") {
+		t.Fatalf("FIFO domain on PostgreSQL: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -70,6 +71,17 @@ func TestJSONSchemaAgreesWithPolicy(t *testing.T) {
 	for name, want := range numbers {
 		if got, err := strconv.ParseFloat(stated(name), 64); err != nil || got != want {
 			t.Errorf("%s: the JSON Schema states the default %q, the runtime's is %v", name, stated(name), want)
+		}
+	}
+	if got := stated("wait"); got != policy.WaitPoll.String() {
+		t.Errorf("wait: the JSON Schema states the default %q, the runtime's is %v", got, policy.WaitPoll)
+	}
+	if m := find(doc, "wait"); fmt.Sprint(m["enum"]) != fmt.Sprint([]any{policy.WaitPoll.String(), policy.WaitFIFO.String()}) {
+		t.Errorf("wait: JSON Schema enum %v, runtime modes %v and %v", m["enum"], policy.WaitPoll, policy.WaitFIFO)
+	}
+	for _, name := range []string{"poll", "fifo"} {
+		if _, err := policy.ParseWait(name); err != nil {
+			t.Errorf("wait: the JSON Schema allows %q, the runtime refuses it: %v", name, err)
 		}
 	}
 	if got := stated("renew"); got != "ttl/3" || policy.DefaultRenew(3*time.Second) != time.Second {

@@ -22,8 +22,8 @@ import (
 // The keys each mapping may hold, in the order messages list them.
 var (
 	topKeys      = []string{"version", "package", "prefix", "defaults", "domains"}
-	defaultsKeys = []string{"ttl", "renew", "retry", "fencing", "replicas", "replica_timeout"}
-	domainKeys   = []string{"pattern", "name", "go_name", "description", "ttl", "renew", "retry", "fencing", "replicas", "replica_timeout"}
+	defaultsKeys = []string{"ttl", "renew", "retry", "fencing", "replicas", "replica_timeout", "wait"}
+	domainKeys   = []string{"pattern", "name", "go_name", "description", "ttl", "renew", "retry", "fencing", "replicas", "replica_timeout", "wait"}
 	retryKeys    = []string{"attempts", "initial", "max", "multiplier", "jitter", "max_wait"}
 )
 
@@ -354,6 +354,7 @@ type settings struct {
 	retry          retrySettings
 	replicas       setting[int]
 	replicaTimeout setting[time.Duration]
+	wait           setting[policy.Wait]
 }
 
 type retrySettings struct {
@@ -528,6 +529,16 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 	}
 	if e, ok := m["retry"]; ok {
 		s.retry = p.retry(e, label)
+	}
+	if e, ok := m["wait"]; ok {
+		s.wait.node = e.val
+		if v, ok := p.str(e, label, `"poll" or "fifo"`); ok {
+			if w, err := policy.ParseWait(v); err != nil {
+				p.add(pos(e.val), "%s: %v", label, err)
+			} else {
+				s.wait = setting[policy.Wait]{w, true, e.val}
+			}
+		}
 	}
 	if e, ok := m["replicas"]; ok {
 		s.replicas.node = e.val
@@ -911,6 +922,26 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 		d.Retry = defaultRetry
 	default:
 		d.Retry = Retry{Attempts: 1}
+	}
+	wait := own.wait
+	if wait.node == nil {
+		wait = defaults.wait
+	}
+	if wait.set {
+		d.Wait = wait.val
+		// internal/policy's rule, where the wait is set: fifo needs a
+		// max_wait when it may wait, and no replicas.
+		if err := policy.CheckWait(d.Wait, d.Retry.Attempts, d.Retry.MaxWait, d.Replicas); err != nil {
+			at := wait.node
+			if own.wait.node == nil {
+				at = n
+			}
+			msg := err.Error()
+			if own.wait.node == nil {
+				msg += " (" + fmt.Sprintf("wait from defaults, line %d", wait.node.Line) + ")"
+			}
+			p.add(pos(at), "%s: %s", de.label, msg)
+		}
 	}
 	return d
 }

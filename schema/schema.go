@@ -50,6 +50,7 @@ type Domain struct {
 	Fencing        bool
 	Replicas       int           // replicas that must hold the lock (Redis WAIT) before a lease is granted; 0: do not wait
 	ReplicaTimeout time.Duration // bound on that wait; 0: the runtime's default (DefaultReplicaTimeout), and always 0 when Replicas is 0
+	Wait           Wait          // how acquisitions wait for a held lock: WaitPoll (the default) or WaitFIFO
 	Pos            Pos           // where the domain's entry starts (its first key)
 	PatternPos     Pos           // where its pattern value starts
 }
@@ -135,6 +136,16 @@ type Retry struct {
 	Jitter     float64       // randomization factor in [0, 1]
 	MaxWait    time.Duration // bound on the total time spent acquiring; 0: none
 }
+
+// Wait is how a domain's acquisitions wait for a held lock (wait: poll or
+// wait: fifo); internal/policy owns the rule.
+type Wait = policy.Wait
+
+// The wait modes.
+const (
+	WaitPoll = policy.WaitPoll // retry with backoff (the default)
+	WaitFIFO = policy.WaitFIFO // a fair queue in Redis with push wake-up
+)
 
 // None reports whether the policy is a single attempt.
 func (r Retry) None() bool { return r.Attempts <= 1 }

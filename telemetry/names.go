@@ -45,6 +45,9 @@ const (
 	// EventRedlockNode is added to a Redlock acquire span once per node and
 	// attempt: what that node answered.
 	EventRedlockNode = "lockkit.redlock.node"
+	// EventWake is added to the acquire span of a FIFO waiter each time it
+	// is woken: lockkit.wake.cause says by what.
+	EventWake = "lockkit.wake"
 )
 
 // Attribute keys.
@@ -77,6 +80,12 @@ const (
 	AttrBreakerTo   = attribute.Key("lockkit.breaker.to")
 	// AttrBreakerNode names the backend node a circuit breaker guards.
 	AttrBreakerNode = attribute.Key("lockkit.breaker.node")
+	// AttrQueuePosition is a FIFO waiter's place in its lock's queue as it
+	// last saw it (1 is the head), on the acquire span.
+	AttrQueuePosition = attribute.Key("lockkit.queue.position")
+	// AttrWakeCause is what woke a FIFO waiter, on lockkit.wake events:
+	// push, timer or subscribed.
+	AttrWakeCause = attribute.Key("lockkit.wake.cause")
 	// AttrErrorType is the semantic-conventions error.type, set on failed spans only:
 	// the Outcome's name ("timeout", "unavailable", ...), or "_OTHER".
 	AttrErrorType = semconv.ErrorTypeKey
@@ -176,6 +185,7 @@ func Catalog() []Entry {
 		{Kind: KindEvent, Name: EventAcquireExhausted, Description: "On the acquire span when the max attempts ended it: lockkit.attempts, lockkit.acquire.wait."},
 		{Kind: KindEvent, Name: EventLeaseLost, Description: "On the hold span when the lease is lost: lockkit.lost.cause."},
 		{Kind: KindEvent, Name: EventRedlockNode, Description: "On a Redlock acquire span, one per node and attempt: lockkit.breaker.node (the node), lockkit.node.result, lockkit.node.latency, and error.type when it failed."},
+		{Kind: KindEvent, Name: EventWake, Description: "On the acquire span of a FIFO waiter, each time it is woken: lockkit.wake.cause. The span links to the previous holder's hold span when that holder was traced."},
 		{Kind: KindEvent, Name: EventBreakerChange, Description: "On the span of the operation that changed a circuit breaker's state: lockkit.breaker.node, lockkit.breaker.from, lockkit.breaker.to."},
 
 		{Kind: KindAttribute, Name: string(AttrDomain), Type: "string", Description: "The lock domain's name; on every span and metric."},
@@ -192,6 +202,8 @@ func Catalog() []Entry {
 		{Kind: KindAttribute, Name: string(AttrNodeLatency), Type: "double", Description: "How long a Redlock node took to answer, in seconds (0 while pending), on lockkit.redlock.node events."},
 		{Kind: KindAttribute, Name: string(AttrBreakerFrom), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker left, on lockkit.breaker.change events."},
 		{Kind: KindAttribute, Name: string(AttrBreakerTo), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker entered, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(AttrQueuePosition), Type: "int", Description: "A FIFO waiter's place in the lock's queue as it last saw it (1 is the head), on the acquire span."},
+		{Kind: KindAttribute, Name: string(AttrWakeCause), Type: "string", Values: []string{"push", "timer", "subscribed"}, Description: "What woke a FIFO waiter, on lockkit.wake events: a push, the fallback timer, or a (re)subscription."},
 		{Kind: KindAttribute, Name: string(AttrErrorType), Type: "string", Description: "On failed spans only: the failure's outcome name, or _OTHER."},
 
 		{Kind: KindMetric, Name: MetricAcquireDuration, Type: "histogram", Unit: unitSeconds, Description: "Acquisition time, by lockkit.domain and lockkit.outcome."},

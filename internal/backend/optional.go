@@ -125,3 +125,47 @@ var DoOn func(ctx context.Context, lock any, be Backend, fn any) error
 // ErrFinal, wrapped by a backend error, tells the Client not to retry: the
 // backend cannot succeed on this request any more (an aborted transaction).
 var ErrFinal = errors.New("lockkit: no retry possible")
+
+// Queue is implemented by a backend that keeps a fair queue of waiters per
+// key, with push wake-up (Redis, internal/fifo): what a domain with FIFO
+// waiting needs. The Client drives the wait, as it drives polling: it sends
+// QueueAcquire (one attempt, which joins the queue when it fails), waits on
+// the QueueWaiter for a push or its fallback timer, and sends QueueAcquire
+// again; a handover's grant may arrive with the push (QueueWaiter.Granted).
+// QueueRelease gives the lock back and hands it to the next waiter; it is
+// also how a waiter leaves the queue (prev ""), which releases the key too
+// if it holds the token (a grant whose reply was lost).
+type Queue interface {
+	QueueAcquire(ctx context.Context, req *Request) (QueueResult, error)
+	QueueRelease(ctx context.Context, key, token, prev string) (held bool, err error)
+	// QueueSubscribe registers token, queued on key, for wake-ups. It
+	// never blocks on I/O. Close the waiter when the acquisition ends.
+	QueueSubscribe(key, token string) QueueWaiter
+}
+
+// QueueResult is one QueueAcquire's answer (or a pushed handover's grant).
+type QueueResult struct {
+	Granted  bool
+	Fence    int64
+	Previous string // the previous holder's trace context, "" when none
+	// Earlier marks a grant made before this answer (a handover): the lock
+	// has LockTTL left, counted from the send of this call at the latest
+	// (from the send of the last call before the handover for a pushed
+	// grant).
+	Earlier  bool
+	Position int           // when queued: 1 is the head
+	LockTTL  time.Duration // granted: what the lock has left; queued: the holder's PTTL
+	// Fallback is how long to wait for a push before asking again.
+	Fallback time.Duration
+}
+
+// QueueWaiter is one queued token's registration for wake-ups.
+type QueueWaiter interface {
+	// Wait returns when a push or a resubscription wakes the waiter, or
+	// fallback has passed, or ctx ends (its error); cause says which:
+	// "push", "subscribed" or "timer".
+	Wait(ctx context.Context, fallback time.Duration) (cause string, err error)
+	// Granted is the grant a handover's push carried, if one came.
+	Granted() (QueueResult, bool)
+	Close()
+}

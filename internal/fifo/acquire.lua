@@ -3,19 +3,21 @@
 -- waiter's place in it. One script, so the uncontended path is one round trip
 -- and a waiter joins the queue in the same step as its first failed attempt.
 --
--- KEYS[1]  lock key: its value is the lease token, exactly (release and
---          extend compare it)
+-- KEYS[1]  lock key: its value is the lease token, or the token, ';' and a
+--          holder description (internal/holder; owns() is its check)
 -- KEYS[2]  queue: ZSET token -> join order (server µs, strictly increasing)
 -- KEYS[3]  deadlines: ZSET token -> server ms after which the waiter is dead
 -- KEYS[4]  previous holder: the trace context the last releaser left
--- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing',
---          what a release needs to hand the lock over and tell the waiter
+-- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing|holder',
+--          what a release needs to hand the lock over, write the waiter's
+--          holder value and tell the waiter
 -- KEYS[6]  fence counter (only when fencing)
 -- ARGV[1]  token
 -- ARGV[2]  lock TTL, ms
 -- ARGV[3]  waiter TTL, ms: how long a waiter stays queued without calling again
 -- ARGV[4]  this waiter's wake-up channel, or '' (timer only: no handover)
 -- ARGV[5]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
+-- ARGV[6]  the holder description to store with the token ('' for none)
 --
 -- Returns {1, fence, previous, lock PTTL} when granted by this call, {2, ...}
 -- the same when the lock already held this token (a release handed it over,
@@ -26,10 +28,14 @@
 -- come from the server's clock (TIME).
 
 local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, wttl = ARGV[1], tonumber(ARGV[3])
+local token, wttl, desc = ARGV[1], tonumber(ARGV[3]), ARGV[6] or ''
+local value = token
+if desc ~= '' then
+  value = token .. ';' .. desc
+end
 
 local owner = redis.call('GET', lock)
-if owner == token then
+if owns(owner, token) then
   -- A release handed the lock to this token (its push may have been lost),
   -- or this is a retry of a grant whose reply was lost. No other grant can
   -- have followed while the token holds the lock, so the counter is its fence.
@@ -48,7 +54,7 @@ local dead = prune(queue, deadlines, waiters, now_ms)
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not owner then
   if head == nil or head == token then
-    redis.call('SET', lock, token, 'PX', ARGV[2])
+    redis.call('SET', lock, value, 'PX', ARGV[2])
     local prev = false
     if head then
       redis.call('ZREM', queue, token)
@@ -83,7 +89,7 @@ if not joined then
   end
   joined = string.format('%.0f', seq)
   redis.call('ZADD', queue, joined, token)
-  redis.call('HSET', waiters, token, ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. (#KEYS >= 6 and '1' or '0'))
+  redis.call('HSET', waiters, token, ARGV[4] .. '|' .. ARGV[2] .. '|' .. ARGV[3] .. '|' .. (#KEYS >= 6 and '1' or '0') .. '|' .. desc)
 end
 redis.call('ZADD', deadlines, now_ms + wttl, token)
 -- The queue's keys live as long as their longest-lived waiter could, and

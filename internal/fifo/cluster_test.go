@@ -1,10 +1,7 @@
 package fifo
 
 import (
-	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,11 +38,11 @@ func keyPerSlot() []string {
 	return keys
 }
 
-// TestClusterLocksOnAllSlots: on a 3-master Cluster, a lock in every slot is
-// taken and given back (queue keys, fence counter and SPUBLISH all in the
-// lock's slot: a script that touched another slot would fail); on keys
-// spread over every master, a queued waiter is woken by a sharded push
-// through its client's Notifier (SSUBSCRIBE to the slot's master).
+// TestClusterLocksOnAllSlots: on a 3-master Cluster, a key without a hash
+// tag is refused; on keys spread over every master, a queued waiter is woken
+// by a sharded push through its client's Notifier (SSUBSCRIBE to the slot's
+// master). A lock in every slot is taken, contended and given back at the
+// client level (lockkit's TestFIFOClusterLocksOnAllSlots).
 func TestClusterLocksOnAllSlots(t *testing.T) {
 	testserver.RequireRedis(t)
 	testserver.RequireRedisCLI(t)
@@ -58,60 +55,7 @@ func TestClusterLocksOnAllSlots(t *testing.T) {
 	}
 
 	keys := keyPerSlot()
-	var wg sync.WaitGroup
-	var failed atomic.Int32
-	errs := make(chan error, 16)
-	next := atomic.Int64{}
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(keys) || failed.Load() > 0 {
-					return
-				}
-				k, a, b := keys[i], newToken(), newToken()
-				r, err := acq(ctx, rdb, k, a, 5*time.Second, true, 5*time.Second, "")
-				if err == nil && !r.Granted {
-					err = fmt.Errorf("not granted: %+v", r)
-				}
-				var q Result
-				if err == nil {
-					q, err = acq(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second, "")
-					if err == nil && q.Position != 1 {
-						err = fmt.Errorf("second contender: %+v", q)
-					}
-				}
-				var held bool
-				if err == nil {
-					held, err = Release(ctx, rdb, k, a, "tp")
-					if err == nil && !held {
-						err = fmt.Errorf("release not held")
-					}
-				}
-				if err == nil {
-					q, err = acq(ctx, rdb, k, b, 5*time.Second, true, 5*time.Second, "")
-					if err == nil && (!q.Granted || q.Fence <= r.Fence || q.Previous != "tp") {
-						err = fmt.Errorf("head after release: %+v (first fence %d)", q, r.Fence)
-					}
-				}
-				if err == nil {
-					_, err = Release(ctx, rdb, k, b, "")
-				}
-				if err != nil {
-					failed.Add(1)
-					errs <- fmt.Errorf("slot %d (%s): %w", i, k, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	// Every slot through the client: lockkit's TestFIFOClusterLocksOnAllSlots.
 
 	// Push wake-ups: 8 keys on each master.
 	n := NewNotifier(rdb, NotifierOptions{})

@@ -9,12 +9,12 @@
 // key and channel the package derives from it appends to it, so all share
 // the lock's hash slot:
 //
-//	key          the lock: its value is the lease token, exactly
+//	key          the lock: its value is holder.Value(token, description)
 //	key:fence    the fence counter (fencing domains only)
 //	key:q        the queue, a ZSET token -> join order (server µs, strictly increasing)
 //	key:qd       the waiters' deadlines, a ZSET token -> server ms
 //	key:qp       the trace context the last releaser left for the next holder
-//	key:qc       the waiters: HASH token -> channel|TTL|waiter TTL|fencing
+//	key:qc       the waiters: HASH token -> channel|TTL|waiter TTL|fencing|holder
 //	key:w:<id>   the wake-up channel of the Notifier (one per go-redis client)
 //	             whose id it is; a message's payload is the token it wakes
 //
@@ -34,6 +34,11 @@
 // at least once per WaiterTTL (Fallback sees to it) or it is taken for dead
 // and pruned; a live waiter pruned that way (paused for longer than
 // WaiterTTL) rejoins at the tail on its next call, it never hangs.
+//
+// The lock's value is internal/holder's: the token, or the token, ';' and a
+// description of who holds it (Request.Holder); every owner check is
+// holder's owns(), and a handover writes the head's token and the
+// description it queued with.
 //
 // [Release] deletes the lock if it holds the token and hands it over to the
 // token now at the head, in the same script: the lock is set to the head's
@@ -72,14 +77,23 @@
 // a while: each waiter rejoins at the tail on its next call (at most one
 // fallback later), in the order those calls arrive. Mutual exclusion is the
 // lock key's and is unaffected: the grant is a SET on a free key, release
-// compares the token exactly, and fences stay strictly increasing
+// checks the owner exactly (holder's owns()), and fences stay strictly increasing
 // (max(counter + 1, server µs)).
 //
 // # Not for Redlock
 //
 // The queue lives on one deployment. Over N independent nodes there is no
 // single order to be first in: N queues can disagree, and a waiter at the
-// head of a majority need not exist. Redlock domains keep polling.
+// head of a majority need not exist. A Redlock client refuses FIFO
+// domains (lockkit's Client.Domain says why).
+//
+// # Who uses it
+//
+// lockkit's Client, for domains with Policy.Wait = WaitFIFO (wait: fifo in
+// lockkit.yaml): lockkit/fifo.go is the acquire loop described above,
+// lockkit/backend_fifo.go the Redis backend's side (one Notifier per
+// go-redis client), and lockkit/fifo_test.go tests the whole through
+// lockkit.New and Lock.Do.
 package fifo
 
 import (
@@ -88,8 +102,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 )
@@ -98,11 +114,11 @@ var (
 	// The grant scripts issue fences by internal/policy's one rule.
 	//go:embed acquire.lua
 	acquireBody   string
-	acquireScript = redis.NewScript(policy.NextFenceLua + pruneLua + acquireBody)
+	acquireScript = redis.NewScript(holder.OwnsLua + policy.NextFenceLua + pruneLua + acquireBody)
 
 	//go:embed release.lua
 	releaseBody   string
-	releaseScript = redis.NewScript(policy.NextFenceLua + pruneLua + releaseBody)
+	releaseScript = redis.NewScript(holder.OwnsLua + policy.NextFenceLua + pruneLua + releaseBody)
 )
 
 // pruneLua removes waiters whose server-side deadline passed (dead, or gone
@@ -139,6 +155,10 @@ type Request struct {
 	TTL, WaiterTTL time.Duration
 	// Fencing issues a fence with the grant, in the same script.
 	Fencing bool
+	// Holder describes who takes the lock (holder.AppendDescription); the
+	// lock's value is holder.Value(Token, Holder), also when the lock is
+	// handed over to the token. "" stores the token alone.
+	Holder string
 	// Wake is the channel to publish on when the lock is handed over to
 	// this token: its Notifier's Channel(Key). "" means no handover: the
 	// token waits by its timer alone and takes the lock itself.
@@ -225,6 +245,9 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	if req.TTL < time.Millisecond || waiterTTL < time.Millisecond {
 		return Result{}, fmt.Errorf("fifo: TTL %v and WaiterTTL %v must be at least 1ms", req.TTL, waiterTTL)
 	}
+	if !holder.ValidToken(req.Token) || strings.ContainsAny(req.Holder, "|;") {
+		return Result{}, fmt.Errorf("fifo: token %q must be non-empty without ';', and the holder description %q hold no '|' or ';'", req.Token, req.Holder)
+	}
 	sharded := Sharded(rdb)
 	if sharded && hashTag(key) == key {
 		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
@@ -234,7 +257,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 		keys = append(keys, key+FenceSuffix)
 	}
 	v, err := acquireScript.Run(ctx, rdb, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
-		req.Wake, flag(sharded)).Slice()
+		req.Wake, flag(sharded), req.Holder).Slice()
 	if err != nil {
 		return Result{}, err
 	}

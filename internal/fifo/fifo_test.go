@@ -665,3 +665,75 @@ func TestHandover(t *testing.T) {
 		t.Fatalf("after the head left the lock holds %q, want the next waiter", v)
 	}
 }
+
+// TestHolderValues: the lock's value is internal/holder's, token ';'
+// description, on a direct grant and on a handover (the description the
+// waiter queued with); the owner checks accept it and never a token that
+// is only a prefix of the holder's.
+func TestHolderValues(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	n := NewNotifier(rdb, NotifierOptions{})
+	t.Cleanup(func() { _ = n.Close() })
+	ctx := tctx(t, 20*time.Second)
+	key := "lock:t{holders}"
+	first, second := newToken(), newToken()
+	r, err := Acquire(ctx, rdb, &Request{Key: key, Token: first, Holder: "h=a&p=1", TTL: 10 * time.Second, WaiterTTL: 5 * time.Second, Wake: n.Channel(key)})
+	if err != nil || !r.Granted {
+		t.Fatalf("first: %+v, %v", r, err)
+	}
+	if v := rdb.Get(ctx, key).Val(); v != first+";h=a&p=1" {
+		t.Fatalf("value %q, want the token and the description", v)
+	}
+	// The holder's Acquire again finds its own grant (owns(), not ==).
+	if r, _ := Acquire(ctx, rdb, &Request{Key: key, Token: first, Holder: "h=a&p=1", TTL: 10 * time.Second, WaiterTTL: 5 * time.Second}); !r.Granted || !r.Earlier {
+		t.Fatalf("the holder's second Acquire: %+v", r)
+	}
+	if r, _ := Acquire(ctx, rdb, &Request{Key: key, Token: second, Holder: "h=b&o=x", TTL: 10 * time.Second, WaiterTTL: 5 * time.Second, Wake: n.Channel(key)}); r.Granted || r.Position != 1 {
+		t.Fatalf("second: %+v", r)
+	}
+	// A prefix of the holder's token owns nothing.
+	if held, _ := Release(ctx, rdb, key, first[:10], ""); held {
+		t.Fatal("a prefix of the token released the lock")
+	}
+	if held, err := Release(ctx, rdb, key, first, ""); !held || err != nil {
+		t.Fatalf("release: %v, %v", held, err)
+	}
+	if v := rdb.Get(ctx, key).Val(); v != second+";h=b&o=x" {
+		t.Fatalf("handed-over value %q, want the waiter's token and description", v)
+	}
+	if _, err := Acquire(ctx, rdb, &Request{Key: key, Token: "a;b", TTL: time.Second, WaiterTTL: time.Second}); err == nil {
+		t.Fatal("a token with ';' was accepted")
+	}
+}
+
+// TestPreviousIsTheLastReleasers: the trace context a waiter gets is its
+// immediate predecessor's, or none when that one left none; never an older
+// holder's.
+func TestPreviousIsTheLastReleasers(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	ctx := tctx(t, 20*time.Second)
+	key := "lock:t{previous}"
+	a, b, c := newToken(), newToken(), newToken()
+	if r, _ := acq(ctx, rdb, key, a, 10*time.Second, false, 5*time.Second, ""); !r.Granted {
+		t.Fatal("a")
+	}
+	for _, tok := range []string{b, c} {
+		if r, _ := acq(ctx, rdb, key, tok, 10*time.Second, false, 5*time.Second, "x"+ChannelSuffix+"1"); r.Granted {
+			t.Fatal("queued waiter granted")
+		}
+	}
+	if held, _ := Release(ctx, rdb, key, a, "ctx-a"); !held {
+		t.Fatal("release a")
+	}
+	if r, _ := acq(ctx, rdb, key, b, 10*time.Second, false, 5*time.Second, ""); !r.Granted || r.Previous != "ctx-a" {
+		t.Fatalf("b: %+v, want a's context", r)
+	}
+	if held, _ := Release(ctx, rdb, key, b, ""); !held {
+		t.Fatal("release b")
+	}
+	if r, _ := acq(ctx, rdb, key, c, 10*time.Second, false, 5*time.Second, ""); !r.Granted || r.Previous != "" {
+		t.Fatalf("c: %+v, want no context (b left none), not a's", r)
+	}
+}

@@ -7,7 +7,7 @@
 -- KEYS[3]  deadlines: ZSET token -> server ms
 -- KEYS[4]  previous holder: where the releaser's trace context is left for
 --          the next holder
--- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing'
+-- KEYS[5]  waiters: HASH token -> 'channel|lock TTL ms|waiter TTL ms|fencing|holder'
 -- KEYS[6]  fence counter
 -- ARGV[1]  token
 -- ARGV[2]  '1' to publish with SPUBLISH (Cluster), else PUBLISH
@@ -22,17 +22,23 @@
 -- lock itself on its timer.
 --
 -- Returns 1 when the lock held the token and was deleted, else 0. The owner
--- check is exact: a lock that holds another token is never deleted.
+-- check is internal/holder's owns(): the value is the token, or the token and
+-- ';' and a description; a lock that holds another token is never deleted.
+-- The handover writes the head's value the same way: its token, ';' and the
+-- holder description it queued with.
 
 local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token = ARGV[1]
 
 local held = 0
-if redis.call('GET', lock) == token then
+if owns(redis.call('GET', lock), token) then
   redis.call('DEL', lock)
   held = 1
 end
 if redis.call('ZCARD', queue) == 0 then
+  if held == 1 then
+    redis.call('DEL', prevkey) -- no waiter to pass a context to; none goes stale
+  end
   return held
 end
 redis.call('ZREM', queue, token)
@@ -51,25 +57,34 @@ if not head then
   return held
 end
 local prev = ''
-if held == 1 and ARGV[3] ~= '' then
+if held == 1 then
+  -- The releaser's context, or none: an untraced releaser must not pass on
+  -- an older holder's context as if it were its own.
   prev = ARGV[3]
   local qttl = redis.call('PTTL', queue)
-  if qttl > 0 then
+  if prev ~= '' and qttl > 0 then
     redis.call('SET', prevkey, prev, 'PX', qttl)
+  else
+    redis.call('DEL', prevkey)
   end
 else
+  -- A leave: the lock was released by its last holder, whose context stays.
   prev = redis.call('GET', prevkey) or ''
 end
 local w = redis.call('HGET', waiters, head)
 if not w then
   return held
 end
-local ch, ttl, wttl, fencing = string.match(w, '^([^|]*)|(%d+)|(%d+)|(%d)$')
+local ch, ttl, wttl, fencing, rest = string.match(w, '^([^|]*)|(%d+)|(%d+)|(%d)(.*)$')
 if not ch or ch == '' then
   return held
 end
 local px = math.min(tonumber(ttl), tonumber(wttl))
-redis.call('SET', lock, head, 'PX', px)
+local value = head
+if rest and #rest > 1 then
+  value = head .. ';' .. string.sub(rest, 2)
+end
+redis.call('SET', lock, value, 'PX', px)
 redis.call('ZREM', queue, head)
 redis.call('ZREM', deadlines, head)
 redis.call('HDEL', waiters, head)

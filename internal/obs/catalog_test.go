@@ -29,6 +29,8 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
 	BreakerChanged(actx, "node-1", "closed", "open") // the attempt tripped a breaker
 	RedlockNode(actx, "node-1", "failed", time.Millisecond, errBoom)
+	hold.Queued(2, "push") // a FIFO waiter, second in line, woken by a push
+	hold.LinkPrevious("0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331")
 	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
 	_, rn := hold.StartRenew(ctx)
 	rn.End(telemetry.OutcomeRefused, errBoom)

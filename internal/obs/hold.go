@@ -322,3 +322,38 @@ func (h *Hold) setStatus(s trace.Span, o telemetry.Outcome, err error) {
 	}
 	s.SetStatus(codes.Error, desc)
 }
+
+// Queued records a FIFO waiter's progress on the acquire span: position > 0
+// sets lockkit.queue.position, its place in the queue as last seen (1 is the
+// head); wake, when not "", adds a lockkit.wake event whose lockkit.wake.cause
+// says what woke the waiter: "push" (a release or a leave published it),
+// "timer" (the fallback timer: no push came in time) or "subscribed" (its
+// subscription was made or remade, so it checks at once).
+func (h *Hold) Queued(position int, wake string) {
+	if h == nil || !h.acquireSpan.IsRecording() {
+		return
+	}
+	if position > 0 {
+		h.acquireSpan.SetAttributes(telemetry.AttrQueuePosition.Int(position))
+	}
+	if wake != "" {
+		h.acquireSpan.AddEvent(telemetry.EventWake, trace.WithAttributes(telemetry.AttrWakeCause.String(wake)))
+	}
+}
+
+// LinkPrevious links the acquire span to the previous holder's hold span,
+// given as "<trace id>-<span id>" in hex (what a FIFO release leaves with the
+// queue); anything else is ignored.
+func (h *Hold) LinkPrevious(prev string) {
+	if h == nil || !h.acquireSpan.IsRecording() || len(prev) != 32+1+16 || prev[32] != '-' {
+		return
+	}
+	tid, err1 := trace.TraceIDFromHex(prev[:32])
+	sid, err2 := trace.SpanIDFromHex(prev[33:])
+	if err1 != nil || err2 != nil {
+		return
+	}
+	h.acquireSpan.AddLink(trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true,
+	})})
+}

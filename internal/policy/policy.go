@@ -201,3 +201,82 @@ const NextFenceLua = `local function next_fence(counter)
   return fence
 end
 `
+
+// Wait is how a domain's acquisitions wait for a held lock.
+type Wait uint8
+
+const (
+	// WaitPoll retries with jittered exponential backoff (the retry
+	// policy): the default. Whoever retries first after a release wins.
+	WaitPoll Wait = iota
+	// WaitFIFO queues waiters per key in Redis, in arrival order, grants
+	// the lock to the head only, hands it over on release and wakes the
+	// head by push (internal/fifo). The retry policy's max_wait and the
+	// caller's ctx bound the wait; its backoff fields are not used.
+	WaitFIFO
+)
+
+// The names of the wait modes in lockkit.yaml.
+const (
+	WaitPollName = "poll"
+	WaitFIFOName = "fifo"
+)
+
+func (w Wait) String() string {
+	if w == WaitFIFO {
+		return WaitFIFOName
+	}
+	return WaitPollName
+}
+
+// ParseWait reads a wait mode's name: "poll" or "fifo".
+func ParseWait(s string) (Wait, error) {
+	switch s {
+	case WaitPollName:
+		return WaitPoll, nil
+	case WaitFIFOName:
+		return WaitFIFO, nil
+	}
+	return WaitPoll, fmt.Errorf("wait must be %q (retry with backoff, the default) or %q (a fair queue with push wake-up) (got %q)", WaitPollName, WaitFIFOName, s)
+}
+
+// CheckWait reports a wait mode that cannot work with the rest of the
+// policy. FIFO waits in the queue until the lock is handed over, so:
+//   - a wait that may last more than one attempt (attempts > 1) needs a
+//     bound, maxWait > 0: attempts bound nothing in a queue (a waiter makes
+//     as many checks as wake-ups come), max_wait and ctx do;
+//   - replicas > 0 is refused: a release hands the lock over in its own
+//     script, and nothing could WAIT for replicas before the waiter starts.
+func CheckWait(w Wait, attempts int, maxWait time.Duration, replicas int) error {
+	if w != WaitFIFO {
+		return nil
+	}
+	var errs []error
+	if attempts > 1 && maxWait <= 0 {
+		errs = append(errs, errors.New("wait fifo needs retry max_wait > 0: a queued waiter waits for its turn until max_wait or its ctx ends, and attempts bound nothing in a queue (retry none makes one attempt that leaves the queue at once)"))
+	}
+	if replicas > 0 {
+		errs = append(errs, fmt.Errorf("wait fifo cannot wait for replicas (replicas %d): a release hands the lock to the next waiter in its own script, with no WAIT before the waiter starts; use wait poll with replicas, or replicas 0", replicas))
+	}
+	return errors.Join(errs...)
+}
+
+// FIFO waiting's constants (internal/fifo).
+const (
+	// FIFOWaiterTTL is how long a queued waiter stays in the queue without
+	// checking in (its server-side deadline); a dead waiter is pruned after
+	// it. A handover gives the lock for min(TTL, FIFOWaiterTTL).
+	FIFOWaiterTTL = 2 * time.Second
+	// FIFOFallback is the longest a queued waiter waits for a push before
+	// it checks again: what a lost push, a resubscription or a failover
+	// costs. The head waits at most the lock's remaining TTL.
+	FIFOFallback = 200 * time.Millisecond
+)
+
+// FIFODeadWaiterBound is the longest a waiter that died while queued can
+// hold up the lock after a release: a handover to it keeps the lock for
+// min(ttl, FIFOWaiterTTL), then the next head's fallback (FIFOFallback)
+// takes it.
+func FIFODeadWaiterBound(ttl time.Duration) time.Duration {
+	return min(ttl, FIFOWaiterTTL) + FIFOFallback
+}

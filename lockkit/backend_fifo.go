@@ -1,0 +1,81 @@
+package lockkit
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/fifo"
+	"github.com/lockkit/lockkit/internal/policy"
+)
+
+// The Redis backend keeps FIFO waiting's queues (internal/fifo): one
+// Notifier per go-redis client, made at the first queued waiter, closed
+// with the backend.
+var _ backend.Queue = (*redisBackend)(nil)
+
+// fifoState is a redisBackend's Notifier, made once.
+type fifoState struct {
+	once sync.Once
+	n    *fifo.Notifier
+}
+
+func (b *redisBackend) notifier() *fifo.Notifier {
+	f := &b.fifo
+	f.once.Do(func() {
+		f.n = fifo.NewNotifier(b.rdb, fifo.NotifierOptions{Timeout: b.cmdTimeout})
+	})
+	return f.n
+}
+
+// QueueAcquire is one fifo.Acquire: a grant, or a place in the queue.
+func (b *redisBackend) QueueAcquire(ctx context.Context, req *backend.Request) (backend.QueueResult, error) {
+	r, err := fifo.Acquire(ctx, b.rdb, &fifo.Request{
+		Key: req.Key, Token: req.Token, Holder: req.Holder,
+		TTL: req.TTL, WaiterTTL: policy.FIFOWaiterTTL, Fencing: req.Fencing,
+		Wake: b.notifier().Channel(req.Key),
+	})
+	if err != nil {
+		return backend.QueueResult{}, err
+	}
+	return queueResult(r), nil
+}
+
+func queueResult(r fifo.Result) backend.QueueResult {
+	return backend.QueueResult{
+		Granted: r.Granted, Fence: r.Fence, Previous: r.Previous, Earlier: r.Earlier,
+		Position: r.Position, LockTTL: r.LockTTL, Fallback: r.Fallback(policy.FIFOFallback),
+	}
+}
+
+// QueueRelease is fifo.Release: release, and hand over to the next waiter.
+func (b *redisBackend) QueueRelease(ctx context.Context, key, token, prev string) (bool, error) {
+	return fifo.Release(ctx, b.rdb, key, token, prev)
+}
+
+// QueueSubscribe registers token with the client's Notifier.
+func (b *redisBackend) QueueSubscribe(key, token string) backend.QueueWaiter {
+	return fifoWaiter{b.notifier().Subscribe(key, token)}
+}
+
+type fifoWaiter struct{ w *fifo.Waiter }
+
+func (w fifoWaiter) Wait(ctx context.Context, fallback time.Duration) (string, error) {
+	k, err := w.w.Wait(ctx, fallback)
+	return k.String(), err
+}
+
+func (w fifoWaiter) Granted() (backend.QueueResult, bool) {
+	r, ok := w.w.Granted()
+	if !ok {
+		return backend.QueueResult{}, false
+	}
+	return queueResult(r), true
+}
+
+func (w fifoWaiter) Close() { w.w.Close() }
+
+// closeNotifier closes the Notifier (made now if none was: that starts
+// nothing). Waiters registered afterwards are woken by their timers alone.
+func (b *redisBackend) closeNotifier() { _ = b.notifier().Close() }

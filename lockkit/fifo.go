@@ -1,0 +1,193 @@
+package lockkit
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/telemetry"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// queueOf is be's FIFO queue: the Client's guarded backend when it keeps
+// queues, nil otherwise (Redlock, PostgreSQL, a transaction's backend).
+func (c *Client) queueOf(be backend.Backend) backend.Queue {
+	if c.queue != nil && be == c.be {
+		return c.queue
+	}
+	return nil
+}
+
+// acquireFIFO is acquire for a domain with FIFO waiting (Policy.Wait): one
+// token for the whole wait, so that it keeps its place in the queue. Each
+// attempt is one script that grants the lock to the head of the queue, or
+// joins (or refreshes) the token's place; between attempts the token waits
+// for a push (a release that hands it the lock, or wakes it) or for its
+// fallback timer. A wait that ends without a lease leaves the queue at once,
+// which hands the lock to the next waiter when it is free.
+func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be backend.Backend, q backend.Queue, retry, forDo bool) (*Lease, context.Context, error) {
+	d := l.d
+	c, p := d.c, &d.policy
+	start := time.Now()
+	token := rand.Text()
+	req := &backend.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
+	retry = retry && p.Retry.MaxAttempts > 1
+	var (
+		attempts  int
+		contended bool
+		queued    bool // the token may be in the queue (or hold the lock): leave on the way out
+		w         backend.QueueWaiter
+		lastSent  time.Time // the send of the last attempt that found the token queued
+	)
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	fail := func(o telemetry.Outcome, err error) (*Lease, context.Context, error) {
+		if queued {
+			// At once, bounded by the command timeout and not by ctx (which
+			// may be what ended the wait): the next waiter may be woken by it.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cmdTimeout)
+			_, _ = q.QueueRelease(rctx, l.key, token, "")
+			cancel()
+		}
+		hold.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
+		hold.End(o, err)
+		return nil, ctx, err
+	}
+	take := func(r backend.QueueResult, base time.Time) (*Lease, context.Context, error) {
+		// base is a local time no later than the server's start of the
+		// lock's LockTTL: the lease is trusted until base + LockTTL − drift.
+		validUntil := base.Add(r.LockTTL - d.drift)
+		var firstRenew time.Duration
+		if r.Earlier {
+			// A handover gives the lock for min(TTL, waiter TTL) from the
+			// release, which came after base: the lease must be extended to
+			// its full TTL before validUntil. The first renewal does it
+			// when it can land in time (a short hold never pays for it);
+			// otherwise extend now.
+			need := time.Until(validUntil) - c.cmdTimeout // an extend sent later may land too late
+			switch {
+			case p.RenewInterval > 0 && p.RenewInterval <= need:
+				// The usual schedule renews in time.
+			case p.RenewInterval > 0 && need > c.cmdTimeout:
+				firstRenew = need / 2
+			default:
+				esent := time.Now()
+				ectx, cancel := context.WithTimeout(actx, c.cmdTimeout)
+				ok, err := be.Extend(ectx, l.key, token, p.TTL)
+				cancel()
+				switch {
+				case err == nil && ok:
+					validUntil = esent.Add(p.TTL - d.drift)
+				case err == nil:
+					validUntil = time.Time{} // expired under us: not ours any more
+				case time.Until(validUntil) <= 0:
+					queued = true
+					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: extending a handed-over lock: %w", l.key, ErrUnavailable, err))
+				}
+			}
+		}
+		if time.Until(validUntil) <= 0 {
+			queued = true // give back what may still be ours, and hand it on
+			return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: the grant came too late to trust (TTL %v less drift)", l.key, ErrUnavailable, p.TTL))
+		}
+		if r.Previous != "" {
+			hold.LinkPrevious(r.Previous)
+		}
+		lease, fctx, err := l.grant(ctx, hctx, hold, be, granted{
+			token: token, fence: r.Fence, validUntil: validUntil, attempts: attempts, contended: contended,
+			queue: q, firstRenew: firstRenew,
+		}, forDo)
+		if err != nil && err != ErrClosed {
+			queued = true // given back: hand it on
+			return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
+		}
+		return lease, fctx, err
+	}
+	for {
+		attempts++
+		sent := time.Now()
+		r, err := q.QueueAcquire(actx, req)
+		if err == nil && r.Granted {
+			// A direct grant has the full TTL from this send; a handover
+			// found here has LockTTL left, measured after this send.
+			return take(r, sent)
+		}
+		var wait time.Duration
+		if err != nil {
+			if !errors.Is(err, breaker.ErrOpen) {
+				queued = true // it may have run: leaving undoes a grant or a place
+			}
+			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			if ctx.Err() != nil {
+				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
+			}
+			if !retry || errors.Is(err, breaker.ErrOpen) || errors.Is(err, backend.ErrFinal) {
+				return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
+			}
+			wait = policy.FIFOFallback
+		} else {
+			queued, lastSent = true, sent
+			if attempts == 1 {
+				contended = true
+			}
+			if !retry {
+				return fail(telemetry.OutcomeContended, ErrNotAcquired)
+			}
+			hold.Queued(r.Position, "")
+			wait = r.Fallback
+			if w == nil {
+				w = q.QueueSubscribe(l.key, token)
+			}
+		}
+		if mw := p.Retry.MaxWait; mw > 0 {
+			left := mw - time.Since(start)
+			if left <= 0 {
+				if err == nil {
+					err = ErrNotAcquired
+				}
+				return fail(attemptOutcome(err, telemetry.OutcomeTimeout), l.finalError(err, attempts, start, true))
+			}
+			wait = min(wait, left)
+		}
+		var cause string
+		if w != nil {
+			if g, ok := w.Granted(); ok {
+				return take(g, lastSent)
+			}
+			cause, err = w.Wait(ctx, wait)
+		} else if !sleepCtx(ctx, wait) {
+			err = ctx.Err()
+		}
+		if err != nil {
+			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
+		}
+		if w != nil {
+			if g, ok := w.Granted(); ok {
+				// The push carried the grant: the lock was handed over
+				// after lastSent, the send that found the token queued.
+				hold.Queued(0, cause)
+				return take(g, lastSent)
+			}
+			hold.Queued(0, cause)
+		}
+	}
+}
+
+// previousOf is what a FIFO release leaves for the next holder: the hold
+// span's trace and span ids, "<trace id>-<span id>", when it is sampled.
+func (l *Lease) previousOf() string {
+	sc := trace.SpanContextFromContext(l.logCtx)
+	if !sc.IsSampled() {
+		return ""
+	}
+	return sc.TraceID().String() + "-" + sc.SpanID().String()
+}
