@@ -867,14 +867,22 @@ func TestFIFODoAll(t *testing.T) {
 	}()
 	<-inSet
 	waiterDone := make(chan error, 1)
+	waiterGo := make(chan struct{})
 	go func() {
-		waiterDone <- lockOn(d2, "a").Do(ctx, func(context.Context, *Lease) error { return nil })
+		waiterDone <- lockOn(d2, "a").Do(ctx, func(context.Context, *Lease) error { <-waiterGo; return nil })
 	}()
 	waitQueueLen(t, admin, a, 1)
 	close(goOn)
 	if err := <-setDone; err != nil {
 		t.Fatal(err)
 	}
+	// Handed over by the release script itself (not deleted and left to the
+	// waiter's timer): a is held the moment DoAll returns, until the
+	// waiter's fn lets go.
+	if v := admin.Exists(ctx, a.Key()).Val(); v != 1 {
+		t.Fatal("the set's release deleted a instead of handing it to the waiter queued behind")
+	}
+	close(waiterGo)
 	if err := <-waiterDone; err != nil {
 		t.Fatalf("the waiter behind the set: %v", err)
 	}

@@ -197,10 +197,17 @@ func attemptOneByOne(ctx context.Context, set []Lock) ([]*Lease, []context.Conte
 
 // batcherFor is the client's backend as a Batcher when it can take the whole
 // set in one atomic step (one Redis server, or one Cluster slot); nil
-// otherwise (keys across Cluster slots, Redlock, PostgreSQL).
+// otherwise (keys across Cluster slots, Redlock, PostgreSQL), and when a lock
+// of the set waits in FIFO order: its queue decides who may take it, and its
+// release hands it over, which the one-step script knows nothing of.
 func batcherFor(set []Lock) backend.Batcher {
 	if len(set) < 2 {
 		return nil
+	}
+	for _, l := range set {
+		if l.d.policy.Wait == WaitFIFO {
+			return nil
+		}
 	}
 	b, ok := set[0].d.c.be.(backend.Batcher)
 	if !ok {
