@@ -322,9 +322,7 @@ type run struct {
 	o   Options
 	mu  sync.Mutex
 	rep *Report
-	// reserved counts the places under the limit taken by fetches.
-	reserved int
-	// full: the limit was reached with keys left over.
+	// full: the limit was reached with locks left over.
 	full bool
 }
 
@@ -334,16 +332,19 @@ type cand struct {
 	ps  []Param
 }
 
-// take reserves up to n places under the limit; it returns how many.
-func (r *run) take(n int) int {
+// add lists locks, as many as the limit leaves room for; locks found past
+// the limit mark the listing as cut short. The limit counts listed locks
+// only: a candidate that turned out not to be one (released since the SCAN,
+// not a string) takes no place, whichever node's scan got there first.
+func (r *run) add(locks []Lock, skipped int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if left := r.o.Limit - r.reserved; n > left {
+	if left := r.o.Limit - len(r.rep.Locks); len(locks) > left {
 		r.full = true
-		n = left
+		locks = locks[:left]
 	}
-	r.reserved += n
-	return n
+	r.rep.Locks = append(r.rep.Locks, locks...)
+	r.rep.Skipped += int64(skipped)
 }
 
 func (r *run) scan(ctx context.Context, rdb redis.Cmdable, node string) error {
@@ -372,13 +373,12 @@ func (r *run) scan(ctx context.Context, rdb redis.Cmdable, node string) error {
 		r.rep.Scanned += int64(len(keys))
 		r.rep.Skipped += int64(skipped)
 		r.mu.Unlock()
-		if n := r.take(len(cands)); n < len(cands) {
-			cands = cands[:n]
-		}
 		if len(cands) > 0 {
-			if err := r.fetch(ctx, rdb, node, cands); err != nil {
+			locks, skipped, err := r.fetch(ctx, rdb, node, cands)
+			if err != nil {
 				return err
 			}
+			r.add(locks, skipped)
 		}
 		r.mu.Lock()
 		// Once the limit is reached, the scan goes on until it finds one
@@ -400,8 +400,9 @@ func nodeName(node string) string {
 }
 
 // fetch reads one page of locks in one pipeline: PTTL, GET, GET key:fence,
-// ZCARD key:q per key.
-func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands []cand) error {
+// ZCARD key:q per key. It returns the locks and how many candidates were
+// skipped as not locks.
+func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands []cand) ([]Lock, int, error) {
 	type cmds struct {
 		cand
 		pttl  *redis.DurationCmd
@@ -423,7 +424,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("reading locks on %s: %w", nodeName(node), err)
+		return nil, 0, fmt.Errorf("reading locks on %s: %w", nodeName(node), err)
 	}
 	var locks []Lock
 	skipped := 0
@@ -439,7 +440,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 				skipped++
 				continue
 			}
-			return fmt.Errorf("GET %s on %s: %w", c.key, nodeName(node), err)
+			return nil, 0, fmt.Errorf("GET %s on %s: %w", c.key, nodeName(node), err)
 		}
 		l := Lock{Domain: c.d.Name, Key: c.key, Params: map[string]any{}, Node: node, params: c.ps}
 		for _, p := range c.ps {
@@ -455,7 +456,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 		}
 		switch ttl, err := c.pttl.Result(); {
 		case err != nil:
-			return fmt.Errorf("PTTL %s on %s: %w", c.key, nodeName(node), err)
+			return nil, 0, fmt.Errorf("PTTL %s on %s: %w", c.key, nodeName(node), err)
 		case ttl == -2:
 			continue // expired since the GET
 		case ttl < 0:
@@ -469,7 +470,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 		case err != nil && isWrongType(err):
 			l.Problem = join(l.Problem, "fence key is not a string")
 		case err != nil:
-			return fmt.Errorf("GET %s on %s: %w", policy.FenceKey(c.key), nodeName(node), err)
+			return nil, 0, fmt.Errorf("GET %s on %s: %w", policy.FenceKey(c.key), nodeName(node), err)
 		default:
 			if n, err := strconv.ParseInt(fs, 10, 64); err == nil {
 				l.Fence = &n
@@ -481,18 +482,13 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 		case err != nil && isWrongType(err):
 			l.Problem = join(l.Problem, "queue key is not a sorted set")
 		case err != nil:
-			return fmt.Errorf("ZCARD %s on %s: %w", c.key+fifo.QueueSuffix, nodeName(node), err)
+			return nil, 0, fmt.Errorf("ZCARD %s on %s: %w", c.key+fifo.QueueSuffix, nodeName(node), err)
 		default:
 			l.Queue = q
 		}
 		locks = append(locks, l)
 	}
-	r.mu.Lock()
-	r.rep.Locks = append(r.rep.Locks, locks...)
-	r.rep.Skipped += int64(skipped)
-	r.reserved -= len(cands) - len(locks) // places of keys gone since the SCAN
-	r.mu.Unlock()
-	return nil
+	return locks, skipped, nil
 }
 
 func isWrongType(err error) bool {

@@ -478,3 +478,39 @@ func TestInspectCluster(t *testing.T) {
 		t.Errorf("not sorted: %v", ks)
 	}
 }
+
+// TestLimitCountsListedLocksOnly: keys that decode as locks but are not
+// (another type under a lock's name) take no place under the limit. With 20
+// such keys and 6 locks, a limit of 6 lists all 6 and is complete; a limit
+// of 5 lists 5 and says more exist.
+func TestLimitCountsListedLocksOnly(t *testing.T) {
+	testserver.RequireRedis(t)
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	ctx := tctx(t, 30*time.Second)
+	for i := range 20 {
+		if err := rdb.HSet(ctx, fmt.Sprintf("lock:{table:h%d}", i), "value", "v", "fence", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		if err := rdb.Set(ctx, fmt.Sprintf("lock:{table:%d}", i), holder.Encode(fmt.Sprintf("TOKEN%d", i), holder.Holder{Owner: "w"}), seedTTL).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := New(loadSchema(t))
+	rep, err := in.Inspect(ctx, rdb, Options{Limit: 6, ScanCount: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Locks) != 6 || !rep.Complete || rep.Skipped != 20 {
+		t.Errorf("limit 6: %d locks, complete %v (stopped %q), %d skipped; want all 6, complete, 20 skipped", len(rep.Locks), rep.Complete, rep.Stopped, rep.Skipped)
+	}
+	rep, err = in.Inspect(ctx, rdb, Options{Limit: 5, ScanCount: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Locks) != 5 || rep.Stopped != "limit" {
+		t.Errorf("limit 5: %d locks, stopped %q; want 5, stopped by the limit", len(rep.Locks), rep.Stopped)
+	}
+}
