@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/backend"
@@ -169,9 +168,9 @@ func (b *redisBackend) CanBatch(keys []string) bool {
 	case *redis.Client:
 		return true
 	case *redis.ClusterClient:
-		slot := clusterSlot(keys[0])
+		slot := policy.ClusterSlot(keys[0])
 		for _, k := range keys[1:] {
-			if clusterSlot(k) != slot {
+			if policy.ClusterSlot(k) != slot {
 				return false
 			}
 		}
@@ -247,30 +246,6 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 		return nil, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
 	}
 	return nil, fmt.Errorf("%w: %d of %d within %v; the locks of the set were released", errReplicas, acked, replicas, timeout)
-}
-
-// clusterSlot is the Redis Cluster hash slot of key (the Cluster
-// specification's HASH_SLOT): CRC16 (XMODEM) of its hash tag — what lies
-// between the first '{' and the next '}', when that is not empty — or of the
-// whole key, mod 16384. go-redis computes it only in an internal package.
-func clusterSlot(key string) int {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {

@@ -674,7 +674,7 @@ func TestFIFOClusterLocksOnAllSlots(t *testing.T) {
 	keys := make([]string, 16384)
 	for i, left := 0, len(keys); left > 0; i++ {
 		tag := strconv.Itoa(i)
-		if slot := redisClusterSlot(tag); keys[slot] == "" {
+		if slot := policy.ClusterSlot(tag); keys[slot] == "" {
 			keys[slot] = "lock:slot{" + tag + "}"
 			left--
 		}
@@ -757,22 +757,6 @@ func TestFIFOClusterLocksOnAllSlots(t *testing.T) {
 	if causes["push"] == 0 {
 		t.Fatal("no waiter on the Cluster was woken by a push")
 	}
-}
-
-// redisClusterSlot is CRC16 (XMODEM) of s modulo 16384: Redis Cluster's slot.
-func redisClusterSlot(s string) int {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc % 16384)
 }
 
 // TestFIFOHandedOverLeaseIsRenewedInTime: a handover gives the lock for

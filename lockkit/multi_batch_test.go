@@ -15,6 +15,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -346,8 +347,8 @@ func TestClusterSlotMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := clusterSlot(k); int64(got) != want {
-			t.Fatalf("clusterSlot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
+		if got := policy.ClusterSlot(k); int64(got) != want {
+			t.Fatalf("ClusterSlot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
 	}
 }
@@ -368,7 +369,7 @@ func TestDoAllClusterBatchOnlyInOneSlot(t *testing.T) {
 			t.Fatal("no two keys in one slot")
 		}
 		l := lockOn(d, strconv.Itoa(i))
-		slot := clusterSlot(l.Key())
+		slot := policy.ClusterSlot(l.Key())
 		if prev, ok := bySlot[slot]; ok {
 			same = []Lock{prev, l}
 		}
@@ -380,7 +381,7 @@ func TestDoAllClusterBatchOnlyInOneSlot(t *testing.T) {
 		t.Fatalf("the server puts %s and %s in slots %d and %d", same[0].Key(), same[1].Key(), s0, s1)
 	}
 	across := []Lock{lockOn(d, "p"), lockOn(d, "q")}
-	if clusterSlot(across[0].Key()) == clusterSlot(across[1].Key()) {
+	if policy.ClusterSlot(across[0].Key()) == policy.ClusterSlot(across[1].Key()) {
 		t.Fatal("p and q share a slot; pick other ids")
 	}
 	if batcherFor(same) == nil || batcherFor(across) != nil {

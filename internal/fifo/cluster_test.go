@@ -5,24 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
-
-// crc16 is Redis Cluster's key hash (CRC-16/XMODEM).
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
 
 // keyPerSlot returns one lock key for each of the 16384 slots.
 func keyPerSlot() []string {
@@ -30,7 +15,7 @@ func keyPerSlot() []string {
 	left := len(keys)
 	for i := 0; left > 0; i++ {
 		tag := strconv.Itoa(i)
-		if slot := crc16(tag) % 16384; keys[slot] == "" {
+		if slot := policy.ClusterSlot(tag); keys[slot] == "" {
 			keys[slot] = "lock:slot{" + tag + "}"
 			left--
 		}

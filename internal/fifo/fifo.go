@@ -249,7 +249,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 		return Result{}, fmt.Errorf("fifo: token %q must be non-empty without ';', and the holder description %q hold no '|' or ';'", req.Token, req.Holder)
 	}
 	sharded := Sharded(rdb)
-	if sharded && hashTag(key) == key {
+	if sharded && policy.HashTag(key) == key {
 		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
 	}
 	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix}

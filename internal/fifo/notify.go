@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -148,7 +149,7 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 	}
 	tag := ""
 	if n.sharded {
-		tag = hashTag(key)
+		tag = policy.HashTag(key)
 	}
 	g := n.groups[tag]
 	if g == nil {
@@ -452,15 +453,4 @@ func (n *Notifier) dispatch(g *group, m any) {
 			}
 		}
 	}
-}
-
-// hashTag is the part of key that Redis Cluster hashes: the first {...}
-// with something inside, else the whole key.
-func hashTag(key string) string {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			return key[s+1 : s+1+e]
-		}
-	}
-	return key
 }

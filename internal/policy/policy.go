@@ -147,6 +147,37 @@ const (
 // encoded) under prefix.
 func Key(prefix, suffix string) string { return prefix + "{" + suffix + "}" }
 
+// HashTag is the part of key that Redis Cluster hashes: what lies between
+// the first '{' and the next '}', when that is not empty, or else the whole
+// key. A lock key's tag is its braced suffix.
+func HashTag(key string) string {
+	if s := strings.IndexByte(key, TagOpen); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], TagClose); e > 0 {
+			return key[s+1 : s+1+e]
+		}
+	}
+	return key
+}
+
+// ClusterSlot is key's Redis Cluster hash slot (HASH_SLOT in the Cluster
+// specification): CRC16 (XMODEM) of HashTag(key), mod 16384. go-redis
+// computes it only in an internal package.
+func ClusterSlot(key string) int {
+	tag := HashTag(key)
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}
+
 // FenceKey is the fence counter of the lock at key.
 func FenceKey(key string) string { return key + FenceSuffix }
 

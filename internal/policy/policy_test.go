@@ -84,3 +84,28 @@ func FuzzAppendParamInjective(f *testing.F) {
 		}
 	})
 }
+
+// ClusterSlot against the Cluster specification's values (CRC16 of
+// "123456789" is 0x31C3) and its hash-tag rules; lockkit's
+// TestClusterSlotMatchesServer checks it against CLUSTER KEYSLOT.
+func TestClusterSlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789":            0x31C3,
+		"foo":                  12182,
+		"{123456789}.anything": 0x31C3,
+		"x{123456789}y{z}":     0x31C3,
+		"lock:{table:12}":      ClusterSlot("table:12"),
+	} {
+		if got := ClusterSlot(key); got != want {
+			t.Errorf("ClusterSlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if ClusterSlot("{}123456789") == ClusterSlot("123456789") {
+		t.Error("an empty tag must hash the whole key")
+	}
+	for key, want := range map[string]string{"lock:{table:12}": "table:12", "a{}b": "a{}b", "a{b": "a{b", "{x}{y}": "x"} {
+		if got := HashTag(key); got != want {
+			t.Errorf("HashTag(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
