@@ -425,7 +425,8 @@ func TestFencesIncreaseAcrossLaggingFailover(t *testing.T) {
 		}
 		last = f
 	}
-	if n, err := primary.Client(t).Do(t.Context(), "WAIT", 1, 2000).Int(); err != nil || n != 1 {
+	waiter := primary.Client(t, func(o *redis.Options) { o.ReadTimeout = 3 * time.Second }) // the read outlasts the WAIT
+	if n, err := waiter.Do(t.Context(), "WAIT", 1, 2000).Int(); err != nil || n != 1 {
 		t.Fatalf("WAIT = %d, %v", n, err)
 	}
 	// Cut the replica off (pointed at a closed port it keeps its data);
