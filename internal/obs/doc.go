@@ -26,7 +26,7 @@
 // With no provider configured (the global OpenTelemetry providers left at their
 // defaults, or no-op providers passed in Options), Domain.StartHold returns a nil
 // *Hold and the ctx unchanged, and every method of a nil *Hold, and of the zero
-// Renewal and Release, returns at once: no allocation, a few nanoseconds per call.
+// Step, returns at once: no allocation, a few nanoseconds per call.
 // When on, span attributes are built only for recording (sampled) spans, and each
 // domain's metric attribute sets are built once, in Instruments.Domain.
 package obs

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
@@ -26,8 +27,8 @@ var internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInte
 // method on it returns at once.
 //
 // Call order: StartHold, StartAcquire, Retry (any number), EndAcquire, then, if
-// acquired, StartRenew/Renewal.End (any number, from the renewal goroutine), Lost
-// (at most once), StartRelease/Release.End, and last End. StartRenew, Lost and End
+// acquired, StartRenew/Step.End (any number, from the renewal goroutine), Lost
+// (at most once), StartRelease/Step.End, and last End. StartRenew, Lost and End
 // may run concurrently with each other once EndAcquire has returned.
 type Hold struct {
 	d      *Domain
@@ -211,73 +212,68 @@ func (h *Hold) End(outcome telemetry.Outcome, err error) {
 	}
 }
 
-// Renewal is the telemetry of one extend, returned by Hold.StartRenew. The zero
-// Renewal is valid and records nothing.
-type Renewal struct {
-	h    *Hold
-	span trace.Span
+// Step is the telemetry of one extend or one release of a held lease,
+// returned by Hold.StartRenew and Hold.StartRelease: a child span of the hold
+// and the counter its End adds to. The zero Step is valid and records
+// nothing.
+type Step struct {
+	h       *Hold
+	span    trace.Span
+	counter metric.Int64Counter // nil: no meter
 }
 
 // StartRenew starts a renew span, "lockkit.renew <domain>", as a child of the hold
 // span whatever span ctx carries (the renewal goroutine's ctx has none), and returns
-// a ctx carrying it for the extend's Redis call.
-func (h *Hold) StartRenew(ctx context.Context) (context.Context, Renewal) {
-	if h == nil {
-		return ctx, Renewal{}
-	}
-	r := Renewal{h: h, span: noopSpan}
-	if h.tracer != nil {
-		ctx, r.span = h.startChild(ctx, h.d.renewName)
-	}
-	return ctx, r
-}
-
-// End ends the renew span and counts the renewal: telemetry.OutcomeOK, or telemetry.OutcomeRefused (the
-// key is no longer ours), telemetry.OutcomeUnavailable, telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled,
+// a ctx carrying it for the extend's backend call. Its End counts lockkit.renewals:
+// telemetry.OutcomeOK, or telemetry.OutcomeRefused (the key is no longer ours),
+// telemetry.OutcomeUnavailable, telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled,
 // telemetry.OutcomeClosed, telemetry.OutcomeError.
-func (r Renewal) End(outcome telemetry.Outcome, err error) {
-	if r.h == nil {
-		return
+func (h *Hold) StartRenew(ctx context.Context) (context.Context, Step) {
+	if h == nil {
+		return ctx, Step{}
 	}
-	o := validOutcome(outcome)
-	if r.h.m != nil {
-		r.h.m.renewals.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
+	var counter metric.Int64Counter
+	if h.m != nil {
+		counter = h.m.renewals
 	}
-	r.h.endChild(r.span, o, err)
-}
-
-// Release is the telemetry of one release, returned by Hold.StartRelease. The zero
-// Release is valid and records nothing.
-type Release struct {
-	h    *Hold
-	span trace.Span
+	return h.startStep(ctx, h.d.renewName, counter)
 }
 
 // StartRelease starts the release span, "lockkit.release <domain>", as a child of
-// the hold span, and returns a ctx carrying it for the release's Redis call.
-func (h *Hold) StartRelease(ctx context.Context) (context.Context, Release) {
+// the hold span, and returns a ctx carrying it for the release's backend call. Its
+// End counts lockkit.releases: telemetry.OutcomeReleased, telemetry.OutcomeExpired
+// (ErrNotHeld: the key was no longer ours), or a failure (telemetry.OutcomeUnavailable,
+// telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled, telemetry.OutcomeClosed,
+// telemetry.OutcomeError).
+func (h *Hold) StartRelease(ctx context.Context) (context.Context, Step) {
 	if h == nil {
-		return ctx, Release{}
+		return ctx, Step{}
 	}
-	r := Release{h: h, span: noopSpan}
-	if h.tracer != nil {
-		ctx, r.span = h.startChild(ctx, h.d.releaseName)
+	var counter metric.Int64Counter
+	if h.m != nil {
+		counter = h.m.releases
 	}
-	return ctx, r
+	return h.startStep(ctx, h.d.releaseName, counter)
 }
 
-// End ends the release span and counts the release: telemetry.OutcomeReleased, telemetry.OutcomeExpired
-// (ErrNotHeld: the key was no longer ours), or a failure (telemetry.OutcomeUnavailable,
-// telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled, telemetry.OutcomeClosed, telemetry.OutcomeError).
-func (r Release) End(outcome telemetry.Outcome, err error) {
-	if r.h == nil {
+func (h *Hold) startStep(ctx context.Context, name string, counter metric.Int64Counter) (context.Context, Step) {
+	st := Step{h: h, span: noopSpan, counter: counter}
+	if h.tracer != nil {
+		ctx, st.span = h.startChild(ctx, name)
+	}
+	return ctx, st
+}
+
+// End ends the step's span and counts it by outcome.
+func (st Step) End(outcome telemetry.Outcome, err error) {
+	if st.h == nil {
 		return
 	}
 	o := validOutcome(outcome)
-	if r.h.m != nil {
-		r.h.m.releases.Add(context.Background(), 1, r.h.d.addByOutcome[o]...)
+	if st.counter != nil {
+		st.counter.Add(context.Background(), 1, st.h.d.addByOutcome[o]...)
 	}
-	r.h.endChild(r.span, o, err)
+	st.h.endChild(st.span, o, err)
 }
 
 // startChild starts a child span of the hold span, whatever span ctx carries. The

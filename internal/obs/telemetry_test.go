@@ -502,8 +502,7 @@ func TestNil(t *testing.T) {
 	lifecycle(context.Background(), dom)
 	var h *Hold
 	h.Lost(telemetry.LostDeadline, nil)
-	Renewal{}.End(telemetry.OutcomeOK, nil)
-	Release{}.End(telemetry.OutcomeReleased, nil)
+	Step{}.End(telemetry.OutcomeOK, nil)
 }
 
 func TestBreakerState(t *testing.T) {
