@@ -23,7 +23,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	pg := startPG(b)
 	ctx := context.Background()
-	pool := newPool(b, pg.DSN(), 8)
+	pool := testserver.PgxPool(b, pg.DSN(), 8)
 	const key = "lock:bench"
 	id := postgres.KeyID(key)
 	b.Run("pg-floor", func(b *testing.B) {
@@ -97,7 +97,7 @@ func BenchmarkContended(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) {
 		pg := startPG(b)
 		runContended(b, func() *lockkit.Client {
-			return newClient(b, newPool(b, pg.DSN(), 6), postgres.WithMaxHeld(5))
+			return newClient(b, testserver.PgxPool(b, pg.DSN(), 6), postgres.WithMaxHeld(5))
 		})
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
 )
@@ -35,7 +36,7 @@ func TestDoAllOnPostgres(t *testing.T) {
 		balances[i].Store(1000)
 	}
 	for range clients {
-		c := newClient(t, newPool(t, pg.DSN(), 6), postgres.WithMaxHeld(4), postgres.WithConnWait(5*time.Second))
+		c := newClient(t, testserver.PgxPool(t, pg.DSN(), 6), postgres.WithMaxHeld(4), postgres.WithConnWait(5*time.Second))
 		for range perCl {
 			rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 			wg.Go(func() {
@@ -81,8 +82,8 @@ func TestDoAllOnPostgres(t *testing.T) {
 	}
 
 	// Rollback: the set's second lock (in canonical order) is held elsewhere.
-	c1 := newClient(t, newPool(t, pg.DSN(), 4))
-	c2 := newClient(t, newPool(t, pg.DSN(), 4))
+	c1 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
+	c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	held, err := lockOf(c2, "account", p, "b").TryAcquire(ctxT(t, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -45,25 +45,10 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 func startPG(t testing.TB) *testserver.Postgres {
 	t.Helper()
 	pg := testserver.StartPostgres(t)
-	if err := postgres.Migrate(ctxT(t, 10*time.Second), newPool(t, pg.DSN(), 2)); err != nil {
+	if err := postgres.Migrate(ctxT(t, 10*time.Second), testserver.PgxPool(t, pg.DSN(), 2)); err != nil {
 		t.Fatal(err)
 	}
 	return pg
-}
-
-func newPool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // newClient is a lockkit client over pool, closed with the test.
@@ -119,7 +104,7 @@ func TestMutualExclusion(t *testing.T) {
 	p := lockkit.Policy{TTL: 5 * time.Second, Fencing: true, Retry: retry}
 	var lastFence atomic.Int64
 	for range clients {
-		c := newClient(t, newPool(t, pg.DSN(), 5), postgres.WithMaxHeld(4), postgres.WithConnWait(5*time.Second))
+		c := newClient(t, testserver.PgxPool(t, pg.DSN(), 5), postgres.WithMaxHeld(4), postgres.WithConnWait(5*time.Second))
 		l := lockOf(c, "counter", p, "x")
 		for range perCl {
 			wg.Add(1)
@@ -166,7 +151,7 @@ func TestMutualExclusion(t *testing.T) {
 // client and from another one.
 func TestTryDoHeld(t *testing.T) {
 	pg := startPG(t)
-	c1, c2 := newClient(t, newPool(t, pg.DSN(), 4)), newClient(t, newPool(t, pg.DSN(), 4))
+	c1, c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4)), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 5 * time.Second}
 	lease, err := lockOf(c1, "t", p, "held").Acquire(ctxT(t, 5*time.Second))
 	if err != nil {
@@ -192,8 +177,8 @@ func TestTryDoHeld(t *testing.T) {
 // renew interval, and Do reports the loss.
 func TestTerminatedSession(t *testing.T) {
 	pg := startPG(t)
-	admin := newPool(t, pg.DSN(), 2)
-	c1, c2 := newClient(t, newPool(t, pg.DSN(), 4)), newClient(t, newPool(t, pg.DSN(), 4))
+	admin := testserver.PgxPool(t, pg.DSN(), 2)
+	c1, c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4)), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 3 * time.Second}
 	acquired := make(chan string, 1)
 	cause := make(chan error, 1)
@@ -251,7 +236,7 @@ func TestPoolExhausted(t *testing.T) {
 	pg := startPG(t)
 	// Locks may take 2 of the pool's 4 connections (MaxHeld); the rest stay
 	// the application's (and answer the health check's ping).
-	c := newClient(t, newPool(t, pg.DSN(), 4), postgres.WithMaxHeld(2), postgres.WithConnWait(200*time.Millisecond))
+	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 4), postgres.WithMaxHeld(2), postgres.WithConnWait(200*time.Millisecond))
 	p := lockkit.Policy{TTL: 5 * time.Second}
 	for i := range 2 {
 		//lockkit-vet:ignore the point: these leases stay held until the client closes, to fill the pool
@@ -282,12 +267,12 @@ func TestPoolExhausted(t *testing.T) {
 // releases the lock (and never before).
 func TestCloseDuringDo(t *testing.T) {
 	pg := startPG(t)
-	admin := newPool(t, pg.DSN(), 2)
-	c1, err := lockkit.New(postgres.Backend(newPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	admin := testserver.PgxPool(t, pg.DSN(), 2)
+	c1, err := lockkit.New(postgres.Backend(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c2 := newClient(t, newPool(t, pg.DSN(), 4))
+	c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 5 * time.Second}
 	acquired := make(chan string, 1)
 	done := make(chan error, 1)
@@ -324,7 +309,7 @@ func TestCloseDuringDo(t *testing.T) {
 // the restart (and a crash).
 func TestServerRestart(t *testing.T) {
 	pg := startPG(t)
-	c1, c2 := newClient(t, newPool(t, pg.DSN(), 4)), newClient(t, newPool(t, pg.DSN(), 4))
+	c1, c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4)), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 3 * time.Second, Fencing: true, Retry: retry}
 	var last int64
 	for _, crash := range []bool{false, true} {
@@ -440,7 +425,7 @@ func holderMain() int {
 // ErrLockLost, its fenced write is turned away, and Do reports the loss.
 func TestPausedHolderProcess(t *testing.T) {
 	pg := startPG(t)
-	pool := newPool(t, pg.DSN(), 4)
+	pool := testserver.PgxPool(t, pg.DSN(), 4)
 	if _, err := pool.Exec(ctxT(t, 10*time.Second), `CREATE TABLE resource (id int PRIMARY KEY, v text, fence bigint);
 		INSERT INTO resource VALUES (1, 'initial', NULL)`); err != nil {
 		t.Fatal(err)
@@ -451,7 +436,7 @@ func TestPausedHolderProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, newPool(t, pg.DSN(), 4))
+	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 10 * time.Second, Fencing: true, Retry: retry}
 	// Its renewals keep the lock past the TTL while it runs.
 	time.Sleep(2 * ttl)
@@ -507,12 +492,12 @@ func TestPausedHolderProcess(t *testing.T) {
 // rollback (fn's error), with the work committed or rolled back with it.
 func TestDoTx(t *testing.T) {
 	pg := startPG(t)
-	pool := newPool(t, pg.DSN(), 4)
+	pool := testserver.PgxPool(t, pg.DSN(), 4)
 	if _, err := pool.Exec(ctxT(t, 10*time.Second), `CREATE TABLE resource (id int PRIMARY KEY, v text, fence bigint);
 		INSERT INTO resource VALUES (1, 'initial', NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	c1, c2 := newClient(t, pool), newClient(t, newPool(t, pg.DSN(), 4))
+	c1, c2 := newClient(t, pool), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 5 * time.Second, Fencing: true}
 	read := func() (string, int64) {
 		t.Helper()
@@ -575,7 +560,7 @@ func TestServerDownBreaker(t *testing.T) {
 	pg := startPG(t)
 	var changes []string
 	var mu sync.Mutex
-	c, err := lockkit.New(postgres.Backend(newPool(t, pg.DSN(), 4)),
+	c, err := lockkit.New(postgres.Backend(testserver.PgxPool(t, pg.DSN(), 4)),
 		lockkit.WithLogger(slog.New(slog.DiscardHandler)),
 		lockkit.WithBreaker(breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 300 * time.Millisecond,
 			OnStateChange: func(_ string, from, to breaker.State) {
@@ -637,8 +622,8 @@ func TestServerDownBreaker(t *testing.T) {
 // lock is released when fn returns.
 func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
 	pg := startPG(t)
-	admin := newPool(t, pg.DSN(), 2)
-	c1, err := lockkit.New(postgres.Backend(newPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	admin := testserver.PgxPool(t, pg.DSN(), 2)
+	c1, err := lockkit.New(postgres.Backend(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -678,7 +663,7 @@ func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
 // queue.
 func TestFIFODomainRefused(t *testing.T) {
 	pg := startPG(t)
-	c := newClient(t, newPool(t, pg.DSN(), 2))
+	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
 	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
 		Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Second}}})
 	err := d.Err()

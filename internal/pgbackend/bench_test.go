@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
+	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/rs/zerolog"
 )
 
@@ -25,7 +26,7 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	pg := startPG(b)
 	ctx := context.Background()
-	pool := newPool(b, pg.DSN(), 4)
+	pool := testserver.PgxPool(b, pg.DSN(), 4)
 	be := newBackend(b, pool, pgbackend.Options{})
 	const key = "lock:bench"
 	id := pgbackend.KeyID(key)
@@ -72,7 +73,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkExtend(b *testing.B) {
 	pg := startPG(b)
 	ctx := context.Background()
-	pool := newPool(b, pg.DSN(), 4)
+	pool := testserver.PgxPool(b, pg.DSN(), 4)
 	be := newBackend(b, pool, pgbackend.Options{})
 	r := &backend.Request{Key: "lock:bench-extend", Token: "bench", TTL: 10 * time.Second}
 	if _, err := be.Acquire(ctx, r); err != nil {
@@ -110,7 +111,7 @@ func BenchmarkParallel16(b *testing.B) {
 	ctx := context.Background()
 	var seq atomic.Int64
 	b.Run("dedicated", func(b *testing.B) {
-		pool := newPool(b, pg.DSN(), 16)
+		pool := testserver.PgxPool(b, pg.DSN(), 16)
 		warm(b, pool, 16)
 		be := newBackend(b, pool, pgbackend.Options{MaxHeld: 16, ConnWait: 10 * time.Second})
 		b.SetParallelism(8) // 16 goroutines on 2 CPUs
@@ -130,7 +131,7 @@ func BenchmarkParallel16(b *testing.B) {
 		})
 	})
 	b.Run("shared-session", func(b *testing.B) {
-		pool := newPool(b, pg.DSN(), 1)
+		pool := testserver.PgxPool(b, pg.DSN(), 1)
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -184,7 +185,7 @@ func warm(b *testing.B, pool *pgxpool.Pool, n int) {
 func BenchmarkAcquireReleasePaired(b *testing.B) {
 	pg := startPG(b)
 	ctx := context.Background()
-	pool := newPool(b, pg.DSN(), 4)
+	pool := testserver.PgxPool(b, pg.DSN(), 4)
 	warm(b, pool, 4)
 	be := newBackend(b, pool, pgbackend.Options{})
 	const key = "lock:bench-paired"
@@ -274,7 +275,7 @@ func BenchmarkParallel16Paired(b *testing.B) {
 
 func benchParallel16Paired(b *testing.B, dsn string) {
 	ctx := context.Background()
-	pool := newPool(b, dsn, 17)
+	pool := testserver.PgxPool(b, dsn, 17)
 	warm(b, pool, 17)
 	be := newBackend(b, pool, pgbackend.Options{MaxHeld: 16, ConnWait: 10 * time.Second})
 	shared, err := pool.Acquire(ctx)

@@ -102,7 +102,7 @@ func holderMain() int {
 func TestPausedHolderProcess(t *testing.T) {
 	pg := startPG(t)
 	ctx := ctxT(t, 60*time.Second)
-	pool := newPool(t, pg.DSN(), 4)
+	pool := testserver.PgxPool(t, pg.DSN(), 4)
 	if _, err := pool.Exec(ctx, `CREATE TABLE resource (id int PRIMARY KEY, v text, fence bigint);
 		INSERT INTO resource VALUES (1, 'initial', NULL)`); err != nil {
 		t.Fatal(err)
@@ -171,7 +171,7 @@ func TestPausedHolderProcess(t *testing.T) {
 // with fences above every earlier one, also after a crash (SIGKILL).
 func TestServerRestart(t *testing.T) {
 	pg := startPG(t)
-	pool1, pool2 := newPool(t, pg.DSN(), 4), newPool(t, pg.DSN(), 4)
+	pool1, pool2 := testserver.PgxPool(t, pg.DSN(), 4), testserver.PgxPool(t, pg.DSN(), 4)
 	b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 	ctx := ctxT(t, 60*time.Second)
 

@@ -34,27 +34,11 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 func startPG(t testing.TB) *testserver.Postgres {
 	t.Helper()
 	pg := testserver.StartPostgres(t)
-	pool := newPool(t, pg.DSN(), 2)
+	pool := testserver.PgxPool(t, pg.DSN(), 2)
 	if err := pgbackend.Migrate(ctxT(t, 10*time.Second), pool); err != nil {
 		t.Fatal(err)
 	}
 	return pg
-}
-
-// newPool opens a pool of at most maxConns connections, closed with the test.
-func newPool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 func newBackend(t testing.TB, pool *pgxpool.Pool, opts pgbackend.Options) *pgbackend.Backend {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
+	"github.com/lockkit/lockkit/internal/testserver"
 )
 
 // TestBackend runs the cases that share one server; the ones that stop,
@@ -23,7 +24,7 @@ func TestBackend(t *testing.T) {
 	dsn := pg.DSN()
 
 	t.Run("BadInput", func(t *testing.T) {
-		pool := newPool(t, dsn, 2)
+		pool := testserver.PgxPool(t, dsn, 2)
 		b := newBackend(t, pool, pgbackend.Options{})
 		ctx := ctxT(t, 5*time.Second)
 		for _, c := range []struct {
@@ -74,7 +75,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("ContendedExtendRelease", func(t *testing.T) {
-		pool1, pool2 := newPool(t, dsn, 4), newPool(t, dsn, 4)
+		pool1, pool2 := testserver.PgxPool(t, dsn, 4), testserver.PgxPool(t, dsn, 4)
 		b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 10*time.Second)
 		r := req("lock:contended", 10*time.Second, false)
@@ -112,7 +113,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("ExtendMovesIdleLimit", func(t *testing.T) {
-		pool := newPool(t, dsn, 2)
+		pool := testserver.PgxPool(t, dsn, 2)
 		b := newBackend(t, pool, pgbackend.Options{MaxHeld: 1})
 		ctx := ctxT(t, 10*time.Second)
 		r := req("lock:ttl-change", 200*time.Millisecond, false)
@@ -132,7 +133,7 @@ func TestBackend(t *testing.T) {
 	t.Run("ReleasedSessionIsClean", func(t *testing.T) {
 		// One connection: the one that held the lock is the one the
 		// application gets next.
-		pool := newPool(t, dsn, 1)
+		pool := testserver.PgxPool(t, dsn, 1)
 		ctx := ctxT(t, 10*time.Second)
 		if _, err := pool.Exec(ctx, "SET idle_session_timeout = '1h'"); err != nil {
 			t.Fatal(err)
@@ -155,7 +156,7 @@ func TestBackend(t *testing.T) {
 				t.Fatalf("after release (fencing %v) the pool's session has idle_session_timeout %q (want the application's 1h) and %d advisory locks (want 0)", fencing, idle, locks)
 			}
 			// A contended attempt leaves the session as it was too.
-			other := newPool(t, dsn, 1)
+			other := testserver.PgxPool(t, dsn, 1)
 			bo := newBackend(t, other, pgbackend.Options{})
 			ro := req(r.Key, time.Minute, fencing)
 			mustAcquire(t, bo, ro)
@@ -188,7 +189,7 @@ func TestBackend(t *testing.T) {
 		// Two backends on one pool (no shared in-process state): the second
 		// goroutine is refused by PostgreSQL itself, because each lease holds
 		// a session of its own.
-		pool := newPool(t, dsn, 2)
+		pool := testserver.PgxPool(t, dsn, 2)
 		b1 := newBackend(t, pool, pgbackend.Options{MaxHeld: 1})
 		b2 := newBackend(t, pool, pgbackend.Options{MaxHeld: 1})
 		r := req("lock:reentrant", 5*time.Second, true)
@@ -209,7 +210,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("FenceNotBumpedWhenContended", func(t *testing.T) {
-		pool1, pool2 := newPool(t, dsn, 2), newPool(t, dsn, 2)
+		pool1, pool2 := testserver.PgxPool(t, dsn, 2), testserver.PgxPool(t, dsn, 2)
 		b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 20*time.Second)
 		r := req("lock:fence-contended", 10*time.Second, true)
@@ -256,7 +257,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("FencesPerKey", func(t *testing.T) {
-		pool := newPool(t, dsn, 2)
+		pool := testserver.PgxPool(t, dsn, 2)
 		b := newBackend(t, pool, pgbackend.Options{})
 		ctx := ctxT(t, 10*time.Second)
 		var last int64
@@ -284,11 +285,11 @@ func TestBackend(t *testing.T) {
 
 	t.Run("FencingWithoutTable", func(t *testing.T) {
 		ctx := ctxT(t, 20*time.Second)
-		admin := newPool(t, dsn, 1)
+		admin := testserver.PgxPool(t, dsn, 1)
 		if _, err := admin.Exec(ctx, "CREATE DATABASE nofence"); err != nil {
 			t.Fatal(err)
 		}
-		pool := newPool(t, strings.Replace(dsn, "/postgres?", "/nofence?", 1), 2)
+		pool := testserver.PgxPool(t, strings.Replace(dsn, "/postgres?", "/nofence?", 1), 2)
 		b := newBackend(t, pool, pgbackend.Options{})
 		r := req("lock:nofence", 10*time.Second, true)
 		_, err := b.Acquire(ctx, r)
@@ -327,7 +328,7 @@ func TestBackend(t *testing.T) {
 	t.Run("MutualExclusion", func(t *testing.T) { testMutualExclusion(t, dsn) })
 
 	t.Run("TerminateBackend", func(t *testing.T) {
-		pool1, pool2 := newPool(t, dsn, 2), newPool(t, dsn, 2)
+		pool1, pool2 := testserver.PgxPool(t, dsn, 2), testserver.PgxPool(t, dsn, 2)
 		b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 20*time.Second)
 		r := req("lock:terminate", 30*time.Second, true)
@@ -365,7 +366,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("IdleLimitFreesLock", func(t *testing.T) {
-		pool1, pool2 := newPool(t, dsn, 2), newPool(t, dsn, 2)
+		pool1, pool2 := testserver.PgxPool(t, dsn, 2), testserver.PgxPool(t, dsn, 2)
 		b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 20*time.Second)
 		const ttl = 400 * time.Millisecond
@@ -397,7 +398,7 @@ func TestBackend(t *testing.T) {
 	t.Run("PoolExhausted", func(t *testing.T) {
 		ctx := ctxT(t, 30*time.Second)
 		// Locks alone: MaxHeld (default: half of MaxConns 4) stops them.
-		pool := newPool(t, dsn, 4)
+		pool := testserver.PgxPool(t, dsn, 4)
 		b := newBackend(t, pool, pgbackend.Options{ConnWait: 200 * time.Millisecond})
 		for i := range 2 {
 			mustAcquire(t, b, req(fmt.Sprint("lock:exhaust-", i), 10*time.Second, false))
@@ -414,7 +415,7 @@ func TestBackend(t *testing.T) {
 		}
 
 		// The application took the whole pool itself.
-		pool2 := newPool(t, dsn, 2)
+		pool2 := testserver.PgxPool(t, dsn, 2)
 		b2 := newBackend(t, pool2, pgbackend.Options{MaxHeld: 2, ConnWait: 200 * time.Millisecond})
 		var conns []interface{ Release() }
 		for range 2 {
@@ -453,7 +454,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("AcquireWait", func(t *testing.T) {
-		pool1, pool2 := newPool(t, dsn, 2), newPool(t, dsn, 2)
+		pool1, pool2 := testserver.PgxPool(t, dsn, 2), testserver.PgxPool(t, dsn, 2)
 		b1, b2 := newBackend(t, pool1, pgbackend.Options{}), newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 20*time.Second)
 		r := req("lock:wait", 10*time.Second, true)
@@ -540,7 +541,7 @@ func TestBackend(t *testing.T) {
 	t.Run("AcquireWaitLinesUpInProcess", func(t *testing.T) {
 		// Eight queued waiters of one key on a backend allowed one
 		// connection: they line up in process, and all get the lock in turn.
-		pool := newPool(t, dsn, 2)
+		pool := testserver.PgxPool(t, dsn, 2)
 		b := newBackend(t, pool, pgbackend.Options{MaxHeld: 1, ConnWait: 5 * time.Second})
 		var (
 			inside, grants atomic.Int64
@@ -582,7 +583,7 @@ func TestBackend(t *testing.T) {
 	})
 
 	t.Run("Close", func(t *testing.T) {
-		pool1, pool2 := newPool(t, dsn, 4), newPool(t, dsn, 2)
+		pool1, pool2 := testserver.PgxPool(t, dsn, 4), testserver.PgxPool(t, dsn, 2)
 		b1 := newBackend(t, pool1, pgbackend.Options{})
 		b2 := newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 10*time.Second)
@@ -630,7 +631,7 @@ func testMutualExclusion(t *testing.T, dsn string) {
 	}
 	stop := time.Now().Add(duration)
 	for p := range pools {
-		pool := newPool(t, dsn, 8)
+		pool := testserver.PgxPool(t, dsn, 8)
 		bs := []*pgbackend.Backend{
 			newBackend(t, pool, pgbackend.Options{MaxHeld: 4, ConnWait: 2 * time.Second}),
 			newBackend(t, pool, pgbackend.Options{MaxHeld: 4, ConnWait: 2 * time.Second}),
@@ -686,7 +687,7 @@ func testMutualExclusion(t *testing.T, dsn string) {
 }
 
 func testTx(t *testing.T, dsn string) {
-	pool1, pool2 := newPool(t, dsn, 2), newPool(t, dsn, 2)
+	pool1, pool2 := testserver.PgxPool(t, dsn, 2), testserver.PgxPool(t, dsn, 2)
 	b2 := newBackend(t, pool2, pgbackend.Options{})
 	ctx := ctxT(t, 30*time.Second)
 	const key = "lock:tx"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
+	"github.com/lockkit/lockkit/internal/testserver"
 )
 
 // TestWaitStrategies measures, rather than asserts, how contenders wait: 16
@@ -49,7 +50,7 @@ func TestWaitStrategies(t *testing.T) {
 	} {
 		var bs []*pgbackend.Backend
 		for range 4 {
-			pool := newPool(t, pg.DSN(), 6)
+			pool := testserver.PgxPool(t, pg.DSN(), 6)
 			bs = append(bs, newBackend(t, pool, pgbackend.Options{MaxHeld: 6, ConnWait: 5 * time.Second}))
 		}
 		key := "lock:wait-" + s.name

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Postgres is one PostgreSQL server (postmaster) on 127.0.0.1, superuser "postgres" with
@@ -204,6 +205,23 @@ func (p *Postgres) cleanup(t testing.TB) {
 	} else if !graceful {
 		t.Logf("testserver: postgres %s (pid %d) did not shut down within %v and was killed", p.Addr(), p.proc.pid, stopGrace)
 	}
+}
+
+// PgxPool opens a pool on dsn of at most maxConns connections, closed with
+// the test.
+func PgxPool(t testing.TB, dsn string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // DSN is "postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable".
