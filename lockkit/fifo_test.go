@@ -671,14 +671,7 @@ func TestFIFOClusterLocksOnAllSlots(t *testing.T) {
 	g := newTelRigOver(t, cl.Client(t), slow)
 	d2 := fifoDomain(t, g.c, fifoPolicy(5*time.Second, 30*time.Second))
 
-	keys := make([]string, 16384)
-	for i, left := 0, len(keys); left > 0; i++ {
-		tag := strconv.Itoa(i)
-		if slot := policy.ClusterSlot(tag); keys[slot] == "" {
-			keys[slot] = "lock:slot{" + tag + "}"
-			left--
-		}
-	}
+	keys := testserver.KeyPerSlot()
 	var (
 		wg     sync.WaitGroup
 		next   atomic.Int64

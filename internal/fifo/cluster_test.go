@@ -1,27 +1,11 @@
 package fifo
 
 import (
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
-
-// keyPerSlot returns one lock key for each of the 16384 slots.
-func keyPerSlot() []string {
-	keys := make([]string, 16384)
-	left := len(keys)
-	for i := 0; left > 0; i++ {
-		tag := strconv.Itoa(i)
-		if slot := policy.ClusterSlot(tag); keys[slot] == "" {
-			keys[slot] = "lock:slot{" + tag + "}"
-			left--
-		}
-	}
-	return keys
-}
 
 // TestClusterLocksOnAllSlots: on a 3-master Cluster, a key without a hash
 // tag is refused; on keys spread over every master, a queued waiter is woken
@@ -39,7 +23,7 @@ func TestClusterLocksOnAllSlots(t *testing.T) {
 		t.Fatal("a key without a hash tag was accepted on a Cluster")
 	}
 
-	keys := keyPerSlot()
+	keys := testserver.KeyPerSlot()
 	// Every slot through the client: lockkit's TestFIFOClusterLocksOnAllSlots.
 
 	// Push wake-ups: 8 keys on each master.

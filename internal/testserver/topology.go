@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 )
@@ -255,6 +256,20 @@ func testOptions(addr string) *redis.Options {
 // Cluster is a Redis Cluster of masters only, each a *Redis on 127.0.0.1.
 type Cluster struct {
 	nodes []*Redis
+}
+
+// KeyPerSlot returns one lock key for each of the 16384 Cluster slots, in
+// slot order: "lock:slot{N}" for the smallest N whose tag hashes there.
+func KeyPerSlot() []string {
+	keys := make([]string, 16384)
+	for i, left := 0, len(keys); left > 0; i++ {
+		tag := strconv.Itoa(i)
+		if slot := policy.ClusterSlot(tag); keys[slot] == "" {
+			keys[slot] = "lock:slot{" + tag + "}"
+			left--
+		}
+	}
+	return keys
 }
 
 // StartCluster starts masters (at least 3) redis-server nodes with --cluster-enabled yes,
