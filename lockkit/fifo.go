@@ -88,26 +88,26 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 				case err == nil && ok:
 					validUntil = esent.Add(p.TTL - d.drift)
 				case err == nil:
-					validUntil = time.Time{} // expired under us: not ours any more
+					queued = true // expired under us: leave, and hand on whatever is free
+					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: the handed-over lock expired before it could be extended", l.key, ErrUnavailable))
 				case time.Until(validUntil) <= 0:
 					queued = true
 					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: extending a handed-over lock: %w", l.key, ErrUnavailable, err))
 				}
 			}
 		}
-		if time.Until(validUntil) <= 0 {
-			queued = true // give back what may still be ours, and hand it on
-			return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: the grant came too late to trust (TTL %v less drift)", l.key, ErrUnavailable, p.TTL))
-		}
 		if r.Previous != "" {
 			hold.LinkPrevious(r.Previous)
 		}
+		// grant refuses a grant that came too late to trust (validUntil
+		// passed): it gives the lock back through the queue, which hands it
+		// on, so there is nothing left to leave.
 		lease, fctx, err := l.grant(ctx, hctx, hold, be, granted{
 			token: token, fence: r.Fence, validUntil: validUntil, attempts: attempts, contended: contended,
 			queue: q, firstRenew: firstRenew,
 		}, forDo)
 		if err != nil && err != ErrClosed {
-			queued = true // given back: hand it on
+			queued = false
 			return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
 		}
 		return lease, fctx, err
