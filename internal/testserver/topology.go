@@ -258,6 +258,35 @@ type Cluster struct {
 	nodes []*Redis
 }
 
+// KeyOnMaster is a key and the Cluster master that serves it.
+type KeyOnMaster struct {
+	Key    string
+	Master *redis.Client
+}
+
+// KeysPerMaster picks up to n keys for each master of rdb's Cluster from
+// keys (every 97th, so that they spread over the slot ranges), each with its
+// master. It fails the test unless the picks cover masters masters.
+func KeysPerMaster(t testing.TB, ctx context.Context, rdb *redis.ClusterClient, keys []string, n, masters int) []KeyOnMaster {
+	t.Helper()
+	var picked []KeyOnMaster
+	perNode := map[string]int{}
+	for i := 0; i < len(keys); i += 97 {
+		m, err := rdb.MasterForKey(ctx, keys[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if addr := m.Options().Addr; perNode[addr] < n {
+			perNode[addr]++
+			picked = append(picked, KeyOnMaster{keys[i], m})
+		}
+	}
+	if len(perNode) != masters {
+		t.Fatalf("keys on %d masters, want %d", len(perNode), masters)
+	}
+	return picked
+}
+
 // KeyPerSlot returns one lock key for each of the 16384 Cluster slots, in
 // slot order: "lock:slot{N}" for the smallest N whose tag hashes there.
 func KeyPerSlot() []string {
