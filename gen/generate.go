@@ -21,6 +21,11 @@ import (
 type Options struct {
 	// Package overrides the file's package name when not empty.
 	Package string
+	// Config is the schema's path as the header records it, when not
+	// empty; the default is the path the schema was loaded from. Run gives
+	// the path relative to the generated file's directory, so the header
+	// is the same from whatever directory the generator runs.
+	Config string
 }
 
 //go:embed locks.go.tmpl
@@ -39,7 +44,11 @@ func Generate(f *schema.File, opts Options) ([]byte, error) {
 		return nil, err
 	}
 	v := newFileView(f, pkg)
-	v.Command = command(f.Path, opts.Package)
+	config := f.Path
+	if opts.Config != "" {
+		config = opts.Config
+	}
+	v.Command = command(config, opts.Package)
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, v); err != nil {
 		return nil, fmt.Errorf("executing the template: %v", err)
