@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"go/format"
 	"go/token"
@@ -36,6 +37,14 @@ var tmpl = template.Must(template.New("locks").Parse(locksTemplate))
 // Generate returns the gofmt'd Go source of the typed helpers for f. It is
 // pure: the same file gives the same bytes, and nothing is written.
 func Generate(f *schema.File, opts Options) ([]byte, error) {
+	if f == nil {
+		return nil, errors.New("gen: Generate: the schema file is nil; load one with schema.Load or schema.Parse")
+	}
+	for i, d := range f.Domains {
+		if d == nil {
+			return nil, fmt.Errorf("gen: Generate: domain %d of %d is nil", i+1, len(f.Domains))
+		}
+	}
 	pkg := f.Package
 	if opts.Package != "" {
 		pkg = opts.Package

@@ -464,3 +464,23 @@ func TestConfigReadIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateNilInput: a nil file or a nil domain in its list is an error
+// naming it, never a panic.
+func TestGenerateNilInput(t *testing.T) {
+	if _, err := Generate(nil, Options{}); err == nil || !strings.Contains(err.Error(), "schema file is nil") {
+		t.Errorf("Generate(nil): %v", err)
+	}
+	f, err := schema.Parse("lockkit.yaml", []byte(smallSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Domains = append(f.Domains, nil)
+	if _, err := Generate(f, Options{}); err == nil || !strings.Contains(err.Error(), "is nil") {
+		t.Errorf("Generate with a nil domain: %v", err)
+	}
+	var d *schema.Domain
+	if ps := d.Params(); ps != nil {
+		t.Errorf("(*schema.Domain)(nil).Params() = %v", ps)
+	}
+}

@@ -59,6 +59,9 @@ type Domain struct {
 
 // Params returns the domain's parameters in pattern order.
 func (d *Domain) Params() []Segment {
+	if d == nil {
+		return nil
+	}
 	var ps []Segment
 	for _, s := range d.Segments {
 		if s.IsParam() {
