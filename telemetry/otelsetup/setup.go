@@ -46,7 +46,13 @@ import (
 // the certificate paths first, and returns an error naming a bad one (the SDK
 // would panic on a negative size, and a certificate path such as /dev/zero
 // would be read without end). OTEL_TRACES_EXPORTER or
-// OTEL_METRICS_EXPORTER set to "none" turns that signal off. Only the
+// OTEL_METRICS_EXPORTER set to "none" turns that signal off.
+//
+// OTEL_METRICS_EXPORTER=prometheus serves the metrics for a Prometheus scrape
+// instead, at http://OTEL_EXPORTER_PROMETHEUS_HOST:OTEL_EXPORTER_PROMETHEUS_PORT/metrics
+// (defaults localhost and 9464, as the OpenTelemetry specification names
+// them), through the OpenTelemetry Prometheus exporter; shutdown stops the
+// server. No OTLP endpoint is needed for it. Only the
 // http/protobuf protocol is supported: another OTEL_EXPORTER_OTLP_*PROTOCOL is an
 // error. The resource has service.name = serviceName, overridden by
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. The propagator is W3C trace
@@ -64,7 +70,7 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.traces && !cfg.metrics {
+	if !cfg.traces && !cfg.metrics && cfg.prometheus == "" {
 		return func(context.Context) error { return nil }, nil
 	}
 
@@ -102,7 +108,15 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 		shutdowns = append(shutdowns, tp.Shutdown)
 	}
 	var mp *sdkmetric.MeterProvider
-	if cfg.metrics {
+	switch {
+	case cfg.prometheus != "":
+		reader, stop, err := servePrometheus(cfg.prometheus)
+		if err != nil {
+			return nil, errors.Join(err, shutdown(ctx))
+		}
+		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+		shutdowns = append(shutdowns, mp.Shutdown, stop)
+	case cfg.metrics:
 		exp, err := otlpmetrichttp.New(ctx)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("otelsetup: OTLP metric exporter: %w", err), shutdown(ctx))
@@ -128,10 +142,15 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 // error.
 func ExportConfigured() bool {
 	cfg, err := readEnv(os.Getenv)
-	return err == nil && (cfg.traces || cfg.metrics)
+	return err == nil && (cfg.traces || cfg.metrics || cfg.prometheus != "")
 }
 
-type envConfig struct{ traces, metrics bool }
+type envConfig struct {
+	traces, metrics bool
+	// prometheus is the host:port to serve /metrics on, when
+	// OTEL_METRICS_EXPORTER=prometheus.
+	prometheus string
+}
 
 func readEnv(getenv func(string) string) (envConfig, error) {
 	var cfg envConfig
@@ -142,7 +161,11 @@ func readEnv(getenv func(string) string) (envConfig, error) {
 	if cfg.traces, err = signalEnabled(getenv, "TRACES"); err != nil {
 		return cfg, err
 	}
-	if cfg.metrics, err = signalEnabled(getenv, "METRICS"); err != nil {
+	if strings.TrimSpace(getenv("OTEL_METRICS_EXPORTER")) == "prometheus" {
+		if cfg.prometheus, err = prometheusAddr(getenv); err != nil {
+			return cfg, err
+		}
+	} else if cfg.metrics, err = signalEnabled(getenv, "METRICS"); err != nil {
 		return cfg, err
 	}
 	if cfg.traces || cfg.metrics {
@@ -224,6 +247,9 @@ func signalEnabled(getenv func(string) string, signal string) (bool, error) {
 	case "none":
 		return false, nil
 	default:
+		if signal == "METRICS" {
+			return false, fmt.Errorf("otelsetup: OTEL_%s_EXPORTER=%q: only otlp, prometheus and none are supported", signal, exporter)
+		}
 		return false, fmt.Errorf("otelsetup: OTEL_%s_EXPORTER=%q: only otlp and none are supported", signal, exporter)
 	}
 	name := "OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL"

@@ -3,6 +3,7 @@ package otelsetup
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -335,4 +336,68 @@ func TestSetupRefusesBadPassedOnVariables(t *testing.T) {
 	if _, err := Setup(context.Background(), "svc"); err == nil || !strings.Contains(err.Error(), "larger than OTEL_BSP_MAX_QUEUE_SIZE") {
 		t.Errorf("batch 20 > queue 10: %v", err)
 	}
+}
+
+// TestSetupPrometheus: OTEL_METRICS_EXPORTER=prometheus serves lockkit's
+// metrics at OTEL_EXPORTER_PROMETHEUS_HOST:PORT/metrics, in Prometheus's text
+// format, with no OTLP endpoint set; shutdown stops the server. It runs in a
+// child process (Setup installs global providers).
+func TestSetupPrometheus(t *testing.T) {
+	if os.Getenv(childEnv) == "TestSetupPrometheus" {
+		prometheusChild(t)
+		return
+	}
+	inChild(t, "TestSetupPrometheus", "OTEL_METRICS_EXPORTER=prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST=127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT="+freePort(t))
+}
+
+func prometheusChild(t *testing.T) {
+	in, err := obs.New(obs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ExportConfigured() {
+		t.Fatal("ExportConfigured = false with OTEL_METRICS_EXPORTER=prometheus")
+	}
+	ctx := context.Background()
+	shutdown, err := Setup(ctx, "setup-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycle(ctx, in.Domain("table"))
+	url := "http://127.0.0.1:" + os.Getenv("OTEL_EXPORTER_PROMETHEUS_PORT") + "/metrics"
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"lockkit_acquire_duration_seconds_bucket{",
+		`lockkit_domain="table"`,
+		"lockkit_releases_total{",
+		`service_name="setup-test"`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, err := http.Get(url); err == nil {
+		t.Error("/metrics still served after shutdown")
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }
