@@ -137,7 +137,10 @@ func New(b Backend, opts ...Option) (*Client, error) {
 		cmdTimeout: DefaultCommandTimeout,
 		leases:     make(map[*Lease]struct{}),
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("lockkit: New: option %d is nil", i+1)
+		}
 		o(c)
 	}
 	c.who.Host, _ = os.Hostname()
@@ -351,14 +354,39 @@ func (d *Domain) Err() error {
 }
 
 // Name is the domain's name.
-func (d *Domain) Name() string { return d.name }
+func (d *Domain) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
 
 // Policy is the domain's effective policy: defaults and the environment
 // override applied.
-func (d *Domain) Policy() Policy { return d.policy }
+func (d *Domain) Policy() Policy {
+	if d == nil {
+		return Policy{}
+	}
+	return d.policy
+}
+
+// usable reports why c cannot serve calls: nil, or a zero Client that New
+// did not make.
+func (c *Client) usable() error {
+	if c == nil || c.be == nil {
+		return ErrNoClient
+	}
+	return nil
+}
 
 // Ping checks that the backend answers.
 func (c *Client) Ping(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: ping: %w", errNilCtx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cmdTimeout)
 	defer cancel()
 	if err := c.be.Ping(ctx); err != nil {
@@ -383,6 +411,12 @@ func (c *Client) Ping(ctx context.Context) error {
 // deadline), and returns an error saying how many were left. Close does not
 // close the clients the backend was made from (go-redis client, pgx pool).
 func (c *Client) Close(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: close: %w", errNilCtx)
+	}
 	c.mu.Lock()
 	c.closed = true
 	all := make([]*Lease, 0, len(c.leases))

@@ -132,6 +132,11 @@ var (
 
 // redlockSpec is the Redlock backend over nodes.
 func redlockSpec(nodes []redis.UniversalClient) backend.Spec {
+	for i, n := range nodes {
+		if err := checkRedisClient(n); err != nil {
+			return backend.Spec{Err: fmt.Errorf("lockkit: New: redlock node %d: %w", i, err)}
+		}
+	}
 	return backend.Spec{Name: "redlock", Open: func(cfg backend.Config) (backend.Backend, error) {
 		return newRedlockBackend(nodes, cfg)
 	}}
