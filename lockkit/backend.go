@@ -50,6 +50,21 @@ func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) backen
 	return b
 }
 
+// Deployment names a deployment that fails over to asynchronous replicas:
+// a Cluster, or a Sentinel failover client (go-redis gives the latter the
+// address "FailoverClient").
+func (b *redisBackend) Deployment() string {
+	switch c := b.rdb.(type) {
+	case *redis.ClusterClient:
+		return "Redis Cluster"
+	case *redis.Client:
+		if c.Options().Addr == "FailoverClient" {
+			return "Redis Sentinel"
+		}
+	}
+	return ""
+}
+
 // Name is the node's address (a plain client), "redis" (another universal
 // client) or "cluster": the breaker of keys whose master is unknown.
 func (b *redisBackend) Name() string { return b.name }

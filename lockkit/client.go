@@ -42,6 +42,13 @@ type Client struct {
 	tel        *obs.Instruments
 	ttlEnv     map[string]time.Duration
 
+	// replicated names the deployment when it fails over to asynchronous
+	// replicas (Sentinel, Cluster); quietReplicas are the domains whose
+	// warning about it is silenced, and warned those already warned about.
+	replicated    string
+	quietReplicas map[string]bool
+	warned        sync.Map
+
 	// who is what the client records with each lock it takes (host, pid,
 	// owner); whoDesc is its description, made once (see internal/holder).
 	who     holder.Holder
@@ -113,6 +120,22 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // same mode. Metrics never carry keys.
 func WithKeyMode(mode telemetry.KeyMode, hashSecret []byte) Option {
 	return func(c *Client) { c.telOpts.KeyMode, c.telOpts.KeyHashSecret = mode, hashSecret }
+}
+
+// WithoutReplicaWarning silences, for the named domains, the warning a
+// Client on Redis Sentinel or Cluster logs when a fencing domain sets no
+// replicas: a failover to a replica that had not received the grant can
+// give the lock to a second holder (docs/deployments.md#when-to-use-which). Use it
+// where fences alone are the protection you chose.
+func WithoutReplicaWarning(domains ...string) Option {
+	return func(c *Client) {
+		if c.quietReplicas == nil {
+			c.quietReplicas = map[string]bool{}
+		}
+		for _, d := range domains {
+			c.quietReplicas[d] = true
+		}
+	}
 }
 
 // WithBreaker sets the circuit breakers' settings (zero fields keep the
@@ -188,6 +211,9 @@ func (c *Client) open(spec backend.Spec) error {
 	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
 	if err != nil {
 		return err
+	}
+	if r, ok := be.(backend.Replicated); ok {
+		c.replicated = r.Deployment()
 	}
 	if r, ok := be.(backend.FencingRefuser); ok {
 		c.noFencing = r.FencingError()
@@ -341,6 +367,12 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 	}
 	d.drift = policy.Drift(d.policy.TTL)
+	if d.err == nil && c.replicated != "" && d.policy.Fencing && d.policy.Replicas == 0 && !c.quietReplicas[spec.Name] {
+		if _, dup := c.warned.LoadOrStore(spec.Name, true); !dup && c.log != nil {
+			c.log.Warn("lockkit: a fencing domain on a replicated deployment sets no replicas: a failover to a replica that had not received a grant can give the lock to a second holder; the fence still orders their writes at the resource. Set replicas: 1 (or more) on the domain, or silence this with lockkit.WithoutReplicaWarning; see docs/deployments.md#when-to-use-which",
+				"domain", spec.Name, "deployment", c.replicated)
+		}
+	}
 	return d
 }
 

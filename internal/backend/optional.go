@@ -169,3 +169,13 @@ type QueueWaiter interface {
 	Granted() (QueueResult, bool)
 	Close()
 }
+
+// Replicated is implemented by a backend whose deployment replicates
+// asynchronously and fails over (Redis Sentinel, Redis Cluster): a lock the
+// primary granted can be lost in a failover unless the grant waited for
+// replicas. Deployment names it ("Redis Sentinel"), or "" when this client
+// is not such a deployment. The Client warns about fencing domains that set
+// no replicas on it.
+type Replicated interface {
+	Deployment() string
+}
