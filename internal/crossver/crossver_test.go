@@ -350,4 +350,3 @@ func TestCrossVersion(t *testing.T) {
 		}
 	}
 }
-
