@@ -24,3 +24,8 @@ func newClient(rdb *redis.Client, pool *pgxpool.Pool, opts ...lockkit.Option) (*
 
 // migrate creates the PostgreSQL fence table with the current tree.
 var migrate = postgres.Migrate
+
+// newRedlockClient is a Client of the current tree on the Redlock nodes.
+func newRedlockClient(nodes []redis.UniversalClient, opts ...lockkit.Option) (*lockkit.Client, error) {
+	return lockkit.New(lockkit.Redlock(nodes...), opts...)
+}
