@@ -102,7 +102,9 @@ func buildOld(t *testing.T, r release) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "worker-"+r.version)
-	build := exec.Command("go", "build", "-o", bin, "./cmd/crossver-worker")
+	// -trimpath: the build cache does not key on the temp dir, so a second
+	// run reuses the old tree's compiled packages.
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/crossver-worker")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
