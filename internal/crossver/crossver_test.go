@@ -102,9 +102,12 @@ func buildOld(t *testing.T, r release) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "worker-"+r.version)
-	// -trimpath: the build cache does not key on the temp dir, so a second
-	// run reuses the old tree's compiled packages.
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/crossver-worker")
+	// No -trimpath: the dependencies then build with the test's own flags,
+	// so they come from the build cache; only the old tree's packages are
+	// compiled. The build is bounded so a stuck toolchain fails clearly.
+	bctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(bctx, "go", "build", "-o", bin, "./cmd/crossver-worker")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
