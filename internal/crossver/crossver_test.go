@@ -267,6 +267,10 @@ func TestCrossVersion(t *testing.T) {
 	testserver.RequireRedis(t)
 	testserver.RequirePostgres(t)
 	rs := releases(t)
+	bins := make([]string, len(rs))
+	for i, rel := range rs {
+		bins[i] = buildOld(t, rel) // before the clock of the runs starts
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 
@@ -282,8 +286,8 @@ func TestCrossVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, rel := range rs {
-		bin := buildOld(t, rel)
+	for i, rel := range rs {
+		bin := bins[i]
 		for _, s := range []store{
 			{name: "redis", wait: "poll", rdb: rdb, addr: r.Addr()},
 			{name: "redis", wait: "fifo", rdb: rdb, addr: r.Addr()},
