@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/testserver"
@@ -431,29 +432,24 @@ func TestGoldenPostgres(t *testing.T) {
 	dumpFences("released: lockkit_fences rows stay")
 
 	out.WriteString("\n# lockkit_fences: columns and constraints\n")
-	rows, err = pool.Query(ctx, `SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable FROM information_schema.columns
-		WHERE table_name = 'lockkit_fences' ORDER BY ordinal_position`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
+	for _, q := range []struct{ label, sql string }{
+		{"column", `SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable FROM information_schema.columns
+			WHERE table_name = 'lockkit_fences' ORDER BY ordinal_position`},
+		{"constraint", `SELECT contype::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+			WHERE conrelid = 'lockkit_fences'::regclass ORDER BY contype, pg_get_constraintdef(oid)`},
+	} {
+		rows, err := pool.Query(ctx, q.sql)
+		if err != nil {
 			t.Fatal(err)
 		}
-		out.WriteString("column " + s + "\n")
-	}
-	rows, err = pool.Query(ctx, `SELECT contype::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
-		WHERE conrelid = 'lockkit_fences'::regclass ORDER BY contype, pg_get_constraintdef(oid)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			t.Fatal(err)
 		}
-		out.WriteString("constraint " + s + "\n")
+		for _, l := range lines {
+			out.WriteString(q.label + " " + l + "\n")
+		}
 	}
 	compareGolden(t, "postgres", out.String())
 }
+
