@@ -452,4 +452,3 @@ func TestGoldenPostgres(t *testing.T) {
 	}
 	compareGolden(t, "postgres", out.String())
 }
-
