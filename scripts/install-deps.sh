@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real servers lockkit's tests run against, from Debian's
 # packages, when they are missing: redis-server, redis-sentinel, redis-cli
-# (7.x) and PostgreSQL 15. Safe to run again: it installs only what is absent.
+# (7.x), PostgreSQL 15 and ZooKeeper 3.8 (which brings its Java runtime). Safe to run again: it installs only what is absent.
 set -euo pipefail
 
 missing=()
@@ -9,6 +9,7 @@ command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 [ -x /usr/lib/postgresql/15/bin/initdb ] || missing+=(postgresql-15)
+{ [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } || missing+=(zookeeper)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -29,6 +30,6 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # Debian starts the packaged services on install where it can; the tests
 # start their own servers on free loopback ports and need none of them.
-for svc in redis-server redis-sentinel postgresql; do
+for svc in redis-server redis-sentinel postgresql zookeeper; do
   $sudo systemctl stop "$svc" >/dev/null 2>&1 || true
 done
