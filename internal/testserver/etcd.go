@@ -257,7 +257,9 @@ func (m *EtcdMember) PeerURL() string {
 }
 
 // Endpoint is "127.0.0.1:CLIENTPORT", as clientv3.Config.Endpoints takes it.
-func (m *EtcdMember) Endpoint() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.ClientPort)) }
+func (m *EtcdMember) Endpoint() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.ClientPort))
+}
 
 // Endpoints lists every member's client endpoint, for clientv3.Config.Endpoints.
 func (c *EtcdCluster) Endpoints() []string {

@@ -15,7 +15,7 @@ import (
 const (
 	zookeeperInstall = "apt-get install -y zookeeper"
 	zookeeperJar     = "/usr/share/java/zookeeper.jar" // its manifest's Class-Path names the rest
-	zkReadyTimeout   = 60 * time.Second                 // a JVM on a loaded 2-core machine
+	zkReadyTimeout   = 60 * time.Second                // a JVM on a loaded 2-core machine
 )
 
 // ZooKeeperJarEnv names an environment variable that, when set, is the zookeeper jar.
@@ -64,7 +64,9 @@ type ZKOption func(*ZooKeeper)
 // WithZKTiming sets tickTime and the session timeout bounds the server grants (defaults
 // 100ms, 200ms and 20s).
 func WithZKTiming(tick, minSession, maxSession time.Duration) ZKOption {
-	return func(z *ZooKeeper) { z.TickTime, z.MinSessionTimeout, z.MaxSessionTimeout = tick, minSession, maxSession }
+	return func(z *ZooKeeper) {
+		z.TickTime, z.MinSessionTimeout, z.MaxSessionTimeout = tick, minSession, maxSession
+	}
 }
 
 // StartZooKeeper starts an n-member ensemble (n = 1 runs standalone) with org.apache.
