@@ -95,9 +95,16 @@ func TestEtcdThreeFaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("get after RestartAll: %v", err)
 	}
-	if len(resp.Kvs) != 2 {
-		t.Fatalf("after RestartAll: %d keys, want a and b", len(resp.Kvs))
+	// "c" timed out without quorum but may commit once quorum is back (etcd keeps the
+	// proposal): an unanswered put is indeterminate. a and b must be there.
+	got := map[string]bool{}
+	for _, kv := range resp.Kvs {
+		got[string(kv.Key)] = true
 	}
+	if !got["a"] || !got["b"] {
+		t.Fatalf("after RestartAll: keys %v, want a and b", got)
+	}
+	t.Logf("after RestartAll: keys %v (c, put without quorum, committed later: %v)", got, got["c"])
 }
 
 func zkConnect(t *testing.T, z *ZooKeeper) *zk.Conn {
