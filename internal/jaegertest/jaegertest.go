@@ -36,6 +36,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/testserver"
 )
 
 // Timeouts, generous for a loaded 2-core CI machine.
@@ -75,19 +77,7 @@ func BinaryPath() string {
 	if p := os.Getenv("LOCKKIT_JAEGER_BIN"); p != "" {
 		return p
 	}
-	dir := os.Getenv("LOCKKIT_TOOLS_BIN")
-	if dir == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return ""
-			}
-			cache = filepath.Join(home, ".cache")
-		}
-		dir = filepath.Join(cache, "lockkit", "bin")
-	}
-	return filepath.Join(dir, "jaeger")
+	return filepath.Join(testserver.ToolsBinDir(), "jaeger")
 }
 
 // Start runs a Jaeger for the test and waits until it accepts OTLP and answers

@@ -215,7 +215,13 @@ func (e *startFailure) Error() string { return e.msg }
 
 // waitReady polls check until it succeeds, the process exits or readyTimeout passes.
 func waitReady(name, logPath string, p *process, check func() error) error {
-	deadline := time.Now().Add(readyTimeout)
+	return waitReadyWithin(name, logPath, p, readyTimeout, check)
+}
+
+// waitReadyWithin is waitReady with its own limit (a JVM, or a consensus cluster whose
+// members must first find each other, takes longer than readyTimeout on a loaded machine).
+func waitReadyWithin(name, logPath string, p *process, limit time.Duration, check func() error) error {
+	deadline := time.Now().Add(limit)
 	for {
 		if p.exited() {
 			tail := p.logTail()
@@ -225,6 +231,7 @@ func waitReady(name, logPath string, p *process, check func() error) error {
 				// The port is taken, or (postgres, right after Kill) the old server's shared
 				// memory is still attached: both clear up, so the start is retried.
 				portConflict: strings.Contains(tail, "Address already in use") ||
+					strings.Contains(tail, "address already in use") ||
 					strings.Contains(tail, "pre-existing shared memory block"),
 			}
 		}
@@ -235,7 +242,7 @@ func waitReady(name, logPath string, p *process, check func() error) error {
 		if time.Now().After(deadline) {
 			_ = p.kill()
 			return &startFailure{msg: fmt.Sprintf("%s (pid %d) not ready after %v: %v\n--- %s (tail) ---\n%s",
-				name, p.pid, readyTimeout, err, logPath, p.logTail())}
+				name, p.pid, limit, err, logPath, p.logTail())}
 		}
 		p.wait(pollInterval)
 	}
