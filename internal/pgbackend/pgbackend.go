@@ -68,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/backend"
@@ -641,10 +642,25 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 	return true, nil
 }
 
-// Ping checks that the pool reaches the server.
+// Ping checks that the server answers. When every pool connection is out
+// (held locks among them: a dedicated pool with MaxHeld = MaxConns is fully
+// held when it is busiest), it asks over a connection of its own, opened and
+// closed for the purpose, rather than wait behind them.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("lockkit/pg: ping: %w", err)
+	st := b.pool.Stat()
+	if st.IdleConns() > 0 || st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
+		if err := b.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("lockkit/pg: ping: %w", err)
+		}
+		return nil
+	}
+	c, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("lockkit/pg: ping (the pool is fully in use; over a connection of its own): %w", err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	if err := c.Ping(ctx); err != nil {
+		return fmt.Errorf("lockkit/pg: ping (the pool is fully in use; over a connection of its own): %w", err)
 	}
 	return nil
 }

@@ -122,3 +122,22 @@ func TestLostLeaseFreesAtOnce(t *testing.T) {
 	}
 	mustAcquire(t, b, req(r.Key, 30*time.Second, false)) // same key, the one slot
 }
+
+// TestPingFullyHeldPool: Ping answers while every connection of a dedicated
+// pool (MaxHeld = MaxConns) holds a lock. Before, it waited for a pool
+// connection until its ctx ended ("ping: context deadline exceeded").
+func TestPingFullyHeldPool(t *testing.T) {
+	t.Parallel()
+	pg := startPG(t)
+	pool := testserver.PgxPool(t, pg.DSN(), 2)
+	b := newBackend(t, pool, pgbackend.Options{MaxHeld: 2})
+	mustAcquire(t, b, req("ping:a", 30*time.Second, false))
+	mustAcquire(t, b, req("ping:b", 30*time.Second, false))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := b.Ping(ctx); err != nil {
+		t.Fatalf("Ping with every pool connection holding a lock: %v after %v", err, time.Since(start))
+	}
+	t.Logf("Ping answered in %v", time.Since(start))
+}
