@@ -268,9 +268,27 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		}
 	}
 
+	budget, timed := time.Duration(0), false
+	if dl, ok := ctx.Deadline(); ok {
+		budget, timed = time.Until(dl), true
+	}
 	conn, err := b.takeConn(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if dl, _ := ctx.Deadline(); timed && time.Until(dl) < budget/2 && !errors.Is(ctx.Err(), context.Canceled) {
+		// The wait for a connection (ConnWait, as set) took most of ctx's
+		// time (the command timeout) or outlasted it: the statement gets
+		// that time afresh, and ctx's cancellation still ends it.
+		var cancel context.CancelFunc
+		parent := ctx
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), budget)
+		defer cancel()
+		defer context.AfterFunc(parent, func() {
+			if errors.Is(parent.Err(), context.Canceled) {
+				cancel()
+			}
+		})()
 	}
 	var (
 		query string
@@ -388,16 +406,26 @@ func (b *Backend) enter(ctx context.Context, key string, wait time.Duration) (le
 
 // takeConn takes a MaxHeld slot, then a pool connection, waiting at most
 // connWait for both together.
+//
+// ConnWait is honoured as set, even past ctx's deadline (the Client's
+// command timeout): running out of connections is a capacity failure
+// (ErrNoSession), never a timeout that a circuit breaker would count. ctx's
+// cancellation ends the wait at once.
 func (b *Backend) takeConn(ctx context.Context) (*pgxpool.Conn, error) {
-	wctx, cancel := context.WithTimeout(ctx, b.connWait)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.connWait)
 	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})()
 	select {
 	case b.slots <- struct{}{}:
 	default:
 		select {
 		case b.slots <- struct{}{}:
 		case <-wctx.Done():
-			if ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a connection: %w", context.Cause(ctx))
 			}
 			return nil, fmt.Errorf("%w within %v: this backend already holds or is acquiring %d locks, its limit "+
@@ -409,7 +437,7 @@ func (b *Backend) takeConn(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		mine := len(b.slots) - 1 // not counting this acquire's
 		<-b.slots
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a connection: %w", context.Cause(ctx))
 		}
 		if wctx.Err() != nil {
