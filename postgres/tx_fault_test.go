@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,5 +201,24 @@ func TestDoTxCommitOutlivesLease(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("the commit did not complete once the standby requirement was lifted: %v", err)
+	}
+}
+
+// TestTTLOverLimitRefused: a domain whose TTL is over PostgreSQL's largest
+// idle limit (about 24.8 days) is refused when declared, with an error that
+// names the domain and the limit. Before, it was accepted and every acquire
+// failed with a retryable ErrUnavailable.
+func TestTTLOverLimitRefused(t *testing.T) {
+	t.Parallel()
+	pg := startPG(t)
+	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
+	d := c.Domain(lockkit.DomainSpec{Name: "forever", Policy: lockkit.Policy{TTL: 25 * 24 * time.Hour}})
+	err := d.Err()
+	t.Logf("domain error: %v", err)
+	if err == nil || !strings.Contains(err.Error(), `"forever"`) || !strings.Contains(err.Error(), "largest") {
+		t.Fatalf("domain with a 25-day TTL: Err() = %v; want a refusal naming the domain and the limit", err)
+	}
+	if err := c.Domain(lockkit.DomainSpec{Name: "long", Policy: lockkit.Policy{TTL: 24 * 24 * time.Hour}}).Err(); err != nil {
+		t.Fatalf("a 24-day TTL is within the limit: %v", err)
 	}
 }

@@ -736,6 +736,15 @@ func (b *Backend) Held() int {
 	return n
 }
 
+// CheckTTL refuses a TTL over the largest idle limit PostgreSQL accepts
+// (INT_MAX ms, about 24.8 days): the Client asks when a domain is declared.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl > maxTTL-time.Millisecond {
+		return fmt.Errorf("ttl %v is over %v, the largest the PostgreSQL backend can keep (its idle limit is at most INT_MAX ms)", ttl, maxTTL-time.Millisecond)
+	}
+	return nil
+}
+
 // sessionGone reports whether err shows that the server ended the session:
 // a FATAL error (pg_terminate_backend, idle_session_timeout, shutdown) or
 // the connection closed by the other end. A timeout is not: the server may
