@@ -31,10 +31,11 @@ const SupportPackageIsVersion1 = true
 // Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         backend.Backend // guarded by the Client's breakers (a quorum backend: its members)
-	noFencing  error           // why fencing domains are refused, for a backend that cannot fence
-	queue      backend.Queue   // the guarded backend's FIFO queues; nil when it keeps none
-	noQueue    error           // why FIFO domains are refused, when queue is nil
+	be         backend.Backend           // guarded by the Client's breakers (a quorum backend: its members)
+	noFencing  error                     // why fencing domains are refused, for a backend that cannot fence
+	queue      backend.Queue             // the guarded backend's FIFO queues; nil when it keeps none
+	noQueue    error                     // why FIFO domains are refused, when queue is nil
+	checkTTL   func(time.Duration) error // the backend's own TTL limit; nil when it has none
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -218,6 +219,9 @@ func (c *Client) open(spec backend.Spec) error {
 	if r, ok := be.(backend.FencingRefuser); ok {
 		c.noFencing = r.FencingError()
 	}
+	if tc, ok := be.(backend.TTLChecker); ok {
+		c.checkTTL = tc.CheckTTL
+	}
 	if _, ok := be.(backend.Quorum); ok {
 		c.noQueue = errors.New("wait fifo is not available on Redlock: the queue lives on one deployment, and over N independent nodes there is no single order to be first in (N queues can disagree, and the head of a majority need not exist); use wait poll, or the Redis backend")
 	} else {
@@ -356,6 +360,11 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	if c.noFencing != nil && d.policy.Fencing {
 		errs = append(errs, c.noFencing)
+	}
+	if c.checkTTL != nil && d.policy.TTL > 0 {
+		if err := c.checkTTL(d.policy.TTL); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.noQueue != nil && d.policy.Wait == WaitFIFO {
 		errs = append(errs, c.noQueue)

@@ -263,6 +263,51 @@ func TestPoolExhausted(t *testing.T) {
 	}
 }
 
+// TestPoolExhaustedConnWait: with the default MaxHeld (half the pool) held,
+// more TryAcquires each wait the configured ConnWait, the default (equal to
+// the default command timeout) or a longer one, and fail with ErrNoSession;
+// none trips the breaker, and Health stays true. Before, the command
+// timeout cut the wait short ("waiting for a connection: context deadline
+// exceeded"), a longer ConnWait was silently capped, and the breaker opened.
+func TestPoolExhaustedConnWait(t *testing.T) {
+	t.Parallel()
+	pg := startPG(t)
+	for _, wait := range []time.Duration{0, 2 * time.Second} {
+		t.Run(fmt.Sprint(wait), func(t *testing.T) {
+			var opts []postgres.Option
+			if wait > 0 {
+				opts = append(opts, postgres.WithConnWait(wait))
+			}
+			c := newClient(t, testserver.PgxPool(t, pg.DSN(), 4), opts...)
+			p := lockkit.Policy{TTL: 5 * time.Second}
+			for i := range 2 {
+				//lockkit-vet:ignore the point: these leases stay held until the client closes, to fill MaxHeld
+				if _, err := lockOf(c, "pool", p, strconv.Itoa(i)).Acquire(ctxT(t, 5*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := wait
+			if want == 0 {
+				want = 500 * time.Millisecond
+			}
+			for i := range 8 {
+				start := time.Now()
+				_, err := lockOf(c, "pool", p, "more").TryAcquire(ctxT(t, 20*time.Second))
+				took := time.Since(start)
+				if !errors.Is(err, postgres.ErrNoSession) || !errors.Is(err, lockkit.ErrUnavailable) {
+					t.Fatalf("attempt %d with MaxHeld held = %v after %v; want ErrNoSession", i, err, took)
+				}
+				if took < want*9/10 || took > want+2*time.Second {
+					t.Fatalf("attempt %d failed after %v; want about the ConnWait %v", i, took, want)
+				}
+			}
+			if h := c.Health(ctxT(t, 5*time.Second)); !h.Healthy || h.Breakers[0].State != "closed" {
+				t.Fatalf("health after 8 exhausted attempts: %+v; want healthy, breaker closed", h)
+			}
+		})
+	}
+}
+
 // Close during Do cancels fn with ErrClosed, waits for it, and only then
 // releases the lock (and never before).
 func TestCloseDuringDo(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/lockkit/lockkit/internal/pgbackend"
@@ -26,11 +27,24 @@ import (
 // DoTx commits when fn returns nil and the lease is still valid on the
 // client's clock, and rolls back otherwise. It returns fn's error, an error
 // matching lockkit.ErrLockLost when the lease's deadline passed (or the
-// client closed) before the commit (the work was rolled back), or the
-// commit's error. The transaction's lock is not renewed by statements of its
-// own (pgx runs one statement at a time on a transaction, and fn owns it);
-// the lease's deadline is extended every renew interval while the
-// transaction lives, and the commit is what proves that the lock was held.
+// client closed) before the commit was sent (the work was rolled back), an
+// error matching ErrCommitUnknown when the commit was sent and its outcome
+// cannot be known (the connection died before the answer), or the commit's
+// error (it rolled back). Once sent, the commit is never cancelled, by fn's
+// ctx, the lease's loss or Close: the transaction's lock is held until the
+// commit ends, so a commit that succeeds proves the lock was held throughout,
+// and DoTx then returns nil even if the lease's deadline passed while the
+// commit waited (for a synchronous standby, for one).
+//
+// The transaction's connection is taken from pool within
+// pgbackend.DefaultConnWait; an exhausted pool is an error matching
+// lockkit.ErrUnavailable and ErrNoSession. While the transaction lives its
+// lease is renewed every renew interval by a check over another connection
+// of pool: its session still holds the lock, and has not sat idle in the
+// transaction for longer than the TTL. The server ends a transaction idle
+// for twice the TTL (idle_in_transaction_session_timeout), so a holder that
+// stops between statements loses its lease after about one TTL, its session
+// (and its lock and work) after two: the lease always ends first.
 //
 // The fence is valid inside this transaction only: a rolled-back
 // transaction's fence may be issued again, so use it for writes made with tx
@@ -46,8 +60,20 @@ func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ct
 	if lock.Key() == "" {
 		return lockkit.ErrNoClient
 	}
-	tx, err := pool.Begin(ctx)
+	cctx, cancel := context.WithTimeout(ctx, pgbackend.DefaultConnWait)
+	conn, err := pool.Acquire(cctx)
+	cancel()
 	if err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			st := pool.Stat()
+			return fmt.Errorf("%w: postgres.DoTx %s: %w within %v (%d of the pool's MaxConns %d in use)", lockkit.ErrUnavailable,
+				lock.Key(), pgbackend.ErrNoSession, pgbackend.DefaultConnWait, st.AcquiredConns(), st.MaxConns())
+		}
+		return fmt.Errorf("%w: postgres.DoTx %s: connection: %w", lockkit.ErrUnavailable, lock.Key(), err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		conn.Release()
 		return fmt.Errorf("%w: postgres.DoTx %s: begin: %w", lockkit.ErrUnavailable, lock.Key(), err)
 	}
 	committed := false
@@ -57,21 +83,47 @@ func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ct
 			_ = tx.Rollback(rctx)
 			cancel()
 		}
+		conn.Release()
 	}()
-	tb := &txBackend{tx: tx}
-	return backend.DoOn(ctx, lock, tb, func(fctx context.Context, lease *lockkit.Lease) error {
+	tb := &txBackend{tx: tx, pool: pool, pid: conn.Conn().PgConn().PID()}
+	var commitErr error
+	err = backend.DoOn(ctx, lock, tb, func(fctx context.Context, lease *lockkit.Lease) error {
 		if err := fn(fctx, tx, lease); err != nil {
 			return err
 		}
 		if lease.Err() != nil {
 			return errRolledBack // Do joins the loss
 		}
-		if err := tx.Commit(fctx); err != nil {
-			return fmt.Errorf("lockkit: postgres.DoTx %s: commit: %w", lock.Key(), err)
+		// Sent now: nothing may cancel it (the server may commit anyway).
+		if err := tx.Commit(context.WithoutCancel(fctx)); err != nil {
+			commitErr = commitError(lock.Key(), err)
+			return commitErr
 		}
 		committed = true
 		return nil
 	})
+	switch {
+	case committed:
+		return nil // the commit proves the lock was held until it
+	case commitErr != nil:
+		return commitErr
+	}
+	return err
+}
+
+// ErrCommitUnknown is matched by DoTx's error when its commit was sent and
+// its outcome cannot be known: the connection failed before the answer came.
+// The transaction may have committed or not; look at the data.
+var ErrCommitUnknown = errors.New("lockkit: postgres.DoTx: the commit's outcome is unknown")
+
+// commitError says whether a failed commit rolled back (the server
+// answered with an error) or may have committed (no answer).
+func commitError(key string, err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Severity == "ERROR" {
+		return fmt.Errorf("lockkit: postgres.DoTx %s: commit: %w (rolled back)", key, err)
+	}
+	return fmt.Errorf("%w: postgres.DoTx %s: commit: %w", ErrCommitUnknown, key, err)
 }
 
 var errRolledBack = errors.New("lockkit: postgres.DoTx: the lease was not valid when fn returned; the transaction was rolled back")
@@ -79,7 +131,9 @@ var errRolledBack = errors.New("lockkit: postgres.DoTx: the lease was not valid 
 // txBackend holds one lock for the length of tx.
 type txBackend struct {
 	tx     pgx.Tx
-	broken error // the error that aborted tx
+	pool   *pgxpool.Pool
+	pid    uint32 // tx's server process
+	broken error  // the error that aborted tx
 }
 
 func (b *txBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
@@ -95,13 +149,11 @@ func (b *txBackend) Acquire(ctx context.Context, req *backend.Request) (int64, e
 	return fence, err
 }
 
-// Extend sends nothing (fn owns tx, which runs one statement at a time): the
-// lock lives as long as the transaction, and the commit says whether it did.
-func (b *txBackend) Extend(ctx context.Context, _, _ string, _ time.Duration) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	return true, nil
+// Extend checks over another connection of the pool (fn owns tx, which runs
+// one statement at a time) that tx's session still holds the lock and has
+// not sat idle too long (pgbackend.TxHeld).
+func (b *txBackend) Extend(ctx context.Context, key, _ string, ttl time.Duration) (bool, error) {
+	return pgbackend.TxHeld(ctx, b.pool, b.pid, key, ttl)
 }
 
 // Release does nothing: the transaction's end releases the lock.

@@ -90,6 +90,13 @@ type FencingRefuser interface {
 	FencingError() error
 }
 
+// TTLChecker is implemented by a backend with a largest TTL of its own
+// (PostgreSQL: the largest idle limit it accepts). The Client refuses a
+// domain whose TTL CheckTTL reports, when the domain is declared.
+type TTLChecker interface {
+	CheckTTL(ttl time.Duration) error
+}
+
 // Config is what the Client passes when it opens a backend.
 type Config struct {
 	// CommandTimeout bounds each command the Client sends; a backend that

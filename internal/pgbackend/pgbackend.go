@@ -68,6 +68,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/backend"
@@ -138,6 +139,10 @@ type lease struct {
 	dead bool          // the session is gone or was closed: the lock is not held
 
 	leave func() // a queued acquire's: lets the next local waiter through its gate; nil otherwise
+
+	validUntil time.Time     // the latest the Client can count the lease valid: last grant or renewal sent + its ttl
+	inflight   chan struct{} // closed when the Extend statement in flight on conn ends; nil when none is
+	orphan     *pgxpool.Conn // released while a renewal was in flight: that statement closes it when it ends
 }
 
 // New returns a backend that holds its locks on connections of pool. It does
@@ -263,9 +268,27 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		}
 	}
 
+	budget, timed := time.Duration(0), false
+	if dl, ok := ctx.Deadline(); ok {
+		budget, timed = time.Until(dl), true
+	}
 	conn, err := b.takeConn(ctx)
 	if err != nil {
 		return 0, err
+	}
+	if dl, _ := ctx.Deadline(); timed && time.Until(dl) < budget/2 && !errors.Is(ctx.Err(), context.Canceled) {
+		// The wait for a connection (ConnWait, as set) took most of ctx's
+		// time (the command timeout) or outlasted it: the statement gets
+		// that time afresh, and ctx's cancellation still ends it.
+		var cancel context.CancelFunc
+		parent := ctx
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), budget)
+		defer cancel()
+		defer context.AfterFunc(parent, func() {
+			if errors.Is(parent.Err(), context.Canceled) {
+				cancel()
+			}
+		})()
 	}
 	var (
 		query string
@@ -301,6 +324,7 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		fence int64
 		set   *string
 	)
+	l.validUntil = time.Now().Add(req.TTL) // not shared yet: the lease has no conn
 	err = conn.QueryRow(ctx, query, args...).Scan(&ok, &prev, &fence, &set)
 	switch {
 	case err == nil && ok:
@@ -382,16 +406,26 @@ func (b *Backend) enter(ctx context.Context, key string, wait time.Duration) (le
 
 // takeConn takes a MaxHeld slot, then a pool connection, waiting at most
 // connWait for both together.
+//
+// ConnWait is honoured as set, even past ctx's deadline (the Client's
+// command timeout): running out of connections is a capacity failure
+// (ErrNoSession), never a timeout that a circuit breaker would count. ctx's
+// cancellation ends the wait at once.
 func (b *Backend) takeConn(ctx context.Context) (*pgxpool.Conn, error) {
-	wctx, cancel := context.WithTimeout(ctx, b.connWait)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.connWait)
 	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})()
 	select {
 	case b.slots <- struct{}{}:
 	default:
 		select {
 		case b.slots <- struct{}{}:
 		case <-wctx.Done():
-			if ctx.Err() != nil {
+			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a connection: %w", context.Cause(ctx))
 			}
 			return nil, fmt.Errorf("%w within %v: this backend already holds or is acquiring %d locks, its limit "+
@@ -403,7 +437,7 @@ func (b *Backend) takeConn(ctx context.Context) (*pgxpool.Conn, error) {
 	if err != nil {
 		mine := len(b.slots) - 1 // not counting this acquire's
 		<-b.slots
-		if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a connection: %w", context.Cause(ctx))
 		}
 		if wctx.Err() != nil {
@@ -458,9 +492,17 @@ func (b *Backend) lookup(key, token string) *lease {
 // Extend checks, on the holding session, that it still holds the lock, and
 // moves the session's idle limit to ttl if it changed. held is false (nil
 // error) when the session is gone: ended by the server (pg_terminate_backend,
-// the idle limit, a restart), or closed here after an earlier failure. An
-// error means it cannot tell (a timeout, for one; pgx closes a connection
-// whose command timed out, so the next Extend reports the lease lost).
+// the idle limit, a restart), or closed here after an earlier failure; the
+// lease's key, connection and MaxHeld slot are released at once then. An
+// error means it cannot tell: no answer within ctx.
+//
+// A connection that carries a lease is never closed while the lease may still
+// be valid on the Client's clock, since closing it frees the lock on the
+// server. So the statement runs on a context of its own, bounded by the
+// lease's latest possible deadline (the last successful grant or renewal's
+// send time + its ttl), not by ctx: when ctx ends first, Extend returns an
+// error and the statement keeps waiting for its answer, the session keeps its
+// lock, and the next Extend or Release waits for that answer first.
 func (b *Backend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return false, err
@@ -469,43 +511,106 @@ func (b *Backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	if l == nil {
 		return false, nil
 	}
+	if err := l.await(ctx); err != nil {
+		return false, fmt.Errorf("lockkit/pg: extend: the previous renewal is still unanswered: %w", err)
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.conn == nil || l.dead {
+		l.mu.Unlock()
 		return false, nil
 	}
 	if l.conn.Conn().IsClosed() {
-		l.dead = true
+		b.lose(leaseID{key, token}, l)
+		l.mu.Unlock()
 		return false, nil
 	}
 	classid, objid := lockIDs(l.id)
+	conn, sent, same := l.conn, time.Now(), ttl == l.ttl
+	// Past the lease's last possible deadline the Client counts it lost
+	// already, and closing the connection (as pgx does on a timeout) is safe.
+	qctx, cancel := context.WithDeadline(context.Background(), l.validUntil)
+	if !l.validUntil.After(sent) {
+		qctx, cancel = context.WithCancel(ctx)
+	}
+	done := make(chan struct{})
+	l.inflight = done
 	var (
 		held bool
 		err  error
 	)
-	if ttl == l.ttl {
-		err = l.conn.QueryRow(ctx, sqlHeld, classid, objid).Scan(&held)
-	} else {
-		var set *string
-		err = l.conn.QueryRow(ctx, sqlHeldTTL, classid, objid, ttlString(ttl)).Scan(&held, &set)
-		if err == nil && held {
-			l.ttl = ttl
+	go func() {
+		defer close(done)
+		defer cancel()
+		if same {
+			err = conn.QueryRow(qctx, sqlHeld, classid, objid).Scan(&held)
+		} else {
+			var set *string
+			err = conn.QueryRow(qctx, sqlHeldTTL, classid, objid, ttlString(ttl)).Scan(&held, &set)
 		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.inflight = nil
+		switch {
+		case l.conn != conn:
+			// Closed or released meanwhile: whoever took conn owns it now,
+			// unless it was left to this statement to finish with.
+			if l.orphan == conn {
+				l.orphan = nil
+				b.discard(conn)
+			}
+		case err == nil && held:
+			l.ttl = ttl
+			l.validUntil = sent.Add(ttl)
+		case err == nil || sessionGone(err) || conn.Conn().IsClosed():
+			// Not held, or the session is gone (the server ended it, or the
+			// statement ran past the lease's last possible deadline).
+			held, err = false, nil
+			b.lose(leaseID{key, token}, l)
+		}
+	}()
+	l.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return false, fmt.Errorf("lockkit/pg: extend: no answer within the command timeout (the session is kept, with its lock): %w", context.Cause(ctx))
 	}
 	if err != nil {
-		if sessionGone(err) || l.conn.Conn().IsClosed() && ctx.Err() == nil && !pgconn.Timeout(err) {
-			l.dead = true
-			return false, nil
-		}
-		if l.conn.Conn().IsClosed() {
-			l.dead = true // the next Extend says so
-		}
 		return false, fmt.Errorf("lockkit/pg: extend: %w", err)
 	}
-	if !held {
-		l.dead = true
-	}
 	return held, nil
+}
+
+// await waits, at most until ctx ends, for the answer to an Extend statement
+// still in flight on l's session.
+func (l *lease) await(ctx context.Context) error {
+	l.mu.Lock()
+	ch := l.inflight
+	l.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// lose ends a lease whose lock is gone: its connection is closed, and its
+// key and MaxHeld slot are freed at once, whether or not it is ever
+// released. l.mu is held.
+func (b *Backend) lose(lid leaseID, l *lease) {
+	l.dead = true
+	if l.conn != nil {
+		b.discard(l.conn)
+		l.conn = nil
+		b.drop(lid, l)
+		if l.leave != nil {
+			l.leave()
+			l.leave = nil
+		}
+	}
 }
 
 // Release unlocks key if this lease holds it, restores the session and
@@ -520,6 +625,7 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 	if l == nil {
 		return false, nil
 	}
+	werr := l.await(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn == nil {
@@ -530,6 +636,13 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 	defer b.drop(leaseID{key, token}, l)
 	if l.leave != nil {
 		defer l.leave() // after the connection is back: the next local waiter may need it
+	}
+	if l.inflight != nil {
+		// A renewal is still unanswered on conn: the lease is released on
+		// the Client, so conn is closed (freeing the lock) as soon as that
+		// statement ends, by its own deadline at the latest.
+		l.orphan = conn
+		return false, fmt.Errorf("lockkit/pg: release: a renewal is still unanswered; the session is closed when it ends: %w", werr)
 	}
 	if l.dead || conn.Conn().IsClosed() {
 		b.discard(conn)
@@ -557,10 +670,25 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 	return true, nil
 }
 
-// Ping checks that the pool reaches the server.
+// Ping checks that the server answers. When every pool connection is out
+// (held locks among them: a dedicated pool with MaxHeld = MaxConns is fully
+// held when it is busiest), it asks over a connection of its own, opened and
+// closed for the purpose, rather than wait behind them.
 func (b *Backend) Ping(ctx context.Context) error {
-	if err := b.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("lockkit/pg: ping: %w", err)
+	st := b.pool.Stat()
+	if st.IdleConns() > 0 || st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
+		if err := b.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("lockkit/pg: ping: %w", err)
+		}
+		return nil
+	}
+	c, err := pgx.ConnectConfig(ctx, b.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("lockkit/pg: ping (the pool is fully in use; over a connection of its own): %w", err)
+	}
+	defer c.Close(context.WithoutCancel(ctx))
+	if err := c.Ping(ctx); err != nil {
+		return fmt.Errorf("lockkit/pg: ping (the pool is fully in use; over a connection of its own): %w", err)
 	}
 	return nil
 }
@@ -579,7 +707,11 @@ func (b *Backend) Close() error {
 	b.mu.Unlock()
 	for _, l := range ls {
 		l.mu.Lock()
-		if l.conn != nil {
+		switch {
+		case l.conn != nil && l.inflight != nil:
+			l.orphan = l.conn // its renewal's statement closes it when it ends
+			l.conn = nil
+		case l.conn != nil:
 			b.discard(l.conn)
 			l.conn = nil
 		}
@@ -602,6 +734,15 @@ func (b *Backend) Held() int {
 		n += c
 	}
 	return n
+}
+
+// CheckTTL refuses a TTL over the largest idle limit PostgreSQL accepts
+// (INT_MAX ms, about 24.8 days): the Client asks when a domain is declared.
+func (b *Backend) CheckTTL(ttl time.Duration) error {
+	if ttl > maxTTL-time.Millisecond {
+		return fmt.Errorf("ttl %v is over %v, the largest the PostgreSQL backend can keep (its idle limit is at most INT_MAX ms)", ttl, maxTTL-time.Millisecond)
+	}
+	return nil
 }
 
 // sessionGone reports whether err shows that the server ended the session:

@@ -441,15 +441,25 @@ func TestBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// A ctx that ends first is the caller's, not the pool's.
+		// ConnWait is honoured as set, even past ctx's deadline (the
+		// Client's command timeout), and its end is ErrNoSession; ctx's
+		// cancellation ends the wait at once.
 		for range 2 {
 			mustAcquire(t, b2, req(token(), 10*time.Second, false))
 		}
 		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
+		start = time.Now()
 		_, err = b2.Acquire(short, req("lock:exhaust-ctx", time.Second, false))
-		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgbackend.ErrNoSession) {
-			t.Fatalf("acquire whose ctx ends while waiting for a connection: %v", err)
+		if !errors.Is(err, pgbackend.ErrNoSession) || time.Since(start) < 150*time.Millisecond {
+			t.Fatalf("acquire whose ctx deadline ends while waiting for a connection: %v after %v; want ErrNoSession after the 200ms ConnWait", err, time.Since(start))
+		}
+		cctx, ccancel := context.WithCancel(ctx)
+		time.AfterFunc(20*time.Millisecond, ccancel)
+		start = time.Now()
+		_, err = b2.Acquire(cctx, req("lock:exhaust-ctx", time.Second, false))
+		if !errors.Is(err, context.Canceled) || errors.Is(err, pgbackend.ErrNoSession) || time.Since(start) > 150*time.Millisecond {
+			t.Fatalf("acquire whose ctx is cancelled while waiting for a connection: %v after %v", err, time.Since(start))
 		}
 	})
 
@@ -706,8 +716,8 @@ func testTx(t *testing.T, dsn string) {
 			t.Fatalf("AcquireTx: fence %d, %v; want one above %d", f, err, before)
 		}
 		var idle string
-		if err := tx.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&idle); err != nil || idle != "5s" {
-			t.Fatalf("idle_in_transaction_session_timeout in the tx = %q, %v; want 5s", idle, err)
+		if err := tx.QueryRow(ctx, "SELECT current_setting('idle_in_transaction_session_timeout')").Scan(&idle); err != nil || idle != "10s" {
+			t.Fatalf("idle_in_transaction_session_timeout in the tx = %q, %v; want 10s (TxIdleLimit: 2×TTL)", idle, err)
 		}
 		if f2, err := pgbackend.AcquireTx(ctx, tx, key, 5*time.Second, false); err != nil || f2 != 0 {
 			t.Fatalf("AcquireTx again in the same tx (re-entrant): %d, %v", f2, err)

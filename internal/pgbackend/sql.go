@@ -151,6 +151,15 @@ const (
 		CASE WHEN l.ok THEN set_config('idle_in_transaction_session_timeout', $2, true) END
 	FROM (SELECT pg_try_advisory_xact_lock($1) AS ok OFFSET 0) l`
 
+	// $1 server pid, $2 classid, $3 objid, $4 the longest idle time (ms)
+	// allowed. A session whose activity this role cannot see (state NULL)
+	// is judged by its lock alone.
+	sqlTxHeld = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+			AND objsubid = 1 AND classid = $2::oid AND objid = $3::oid AND pid = $1)
+		AND coalesce((SELECT coalesce(state NOT LIKE 'idle in transaction%' OR
+				clock_timestamp() - state_change <= ($4::text || ' ms')::interval, true)
+			FROM pg_stat_activity WHERE pid = $1), false)`
+
 	// $1 key id, $2 idle_in_transaction_session_timeout (ms), $3 key.
 	sqlTxFence = `WITH l AS MATERIALIZED (
 		SELECT pg_try_advisory_xact_lock($1) AS ok

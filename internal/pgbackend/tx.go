@@ -18,10 +18,11 @@ import (
 //
 // It returns backend.ErrContended, leaving tx usable, when the key is held
 // (by a session lock or another transaction: they share one lock space).
-// Any other error aborts tx. The ttl is the longest tx may sit idle between
-// statements before the server ends its session, which rolls it back and
-// frees the lock: a paused or cut-off holder loses the lock within about
-// ttl, and its commit then fails.
+// Any other error aborts tx. The server ends tx's session when it sits idle
+// between statements for TxIdleLimit(ttl), which rolls it back and frees the
+// lock: a paused or cut-off holder loses the lock within about 2×ttl, and
+// its commit then fails. TxHeld counts tx's lease lost after ttl idle, so the
+// lease always ends before the server can free the lock.
 //
 // A fence issued here is bumped only if tx commits, so a rolled-back tx's
 // fence may be issued again: use it for writes inside tx (fence.Table with
@@ -35,7 +36,7 @@ func AcquireTx(ctx context.Context, tx pgx.Tx, key string, ttl time.Duration, fe
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return 0, err
 	}
-	query, args := sqlTx, []any{KeyID(key), ttlString(ttl)}
+	query, args := sqlTx, []any{KeyID(key), ttlString(TxIdleLimit(ttl))}
 	if fencing {
 		query, args = sqlTxFence, append(args, key)
 	}
@@ -53,4 +54,40 @@ func AcquireTx(ctx context.Context, tx pgx.Tx, key string, ttl time.Duration, fe
 		return 0, backend.ErrContended
 	}
 	return fence, nil
+}
+
+// TxIdleLimit is the idle_in_transaction_session_timeout AcquireTx gives a
+// transaction that holds a lock for ttl: 2×ttl (at most PostgreSQL's
+// largest), so that a lease renewed while the transaction has been idle for
+// up to TxIdleLimit(ttl)-ttl still ends before the server may end the session.
+func TxIdleLimit(ttl time.Duration) time.Duration {
+	return min(2*ttl, maxTTL-time.Millisecond)
+}
+
+// Querier runs a query: *pgxpool.Pool satisfies it.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// TxHeld reports, over db (not the transaction's own connection, which its
+// owner is using), whether the transaction on server process pid still holds
+// key's lock (from AcquireTx with ttl) and may be counted valid for ttl more:
+// its session lives, the lock is granted, and it has not sat idle in the
+// transaction for more than TxIdleLimit(ttl)-ttl. held is false, nil when
+// any of that is not so (pg_terminate_backend, the idle limit, a restart);
+// an error means it cannot tell.
+func TxHeld(ctx context.Context, db Querier, pid uint32, key string, ttl time.Duration) (bool, error) {
+	if db == nil {
+		return false, errors.New("lockkit/pg: TxHeld: nil database handle")
+	}
+	if err := checkKeyTTL(key, ttl); err != nil {
+		return false, err
+	}
+	classid, objid := lockIDs(KeyID(key))
+	var held bool
+	err := db.QueryRow(ctx, sqlTxHeld, int64(pid), classid, objid, ttlString(TxIdleLimit(ttl)-ttl)).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("lockkit/pg: check the transaction's lock: %w", err)
+	}
+	return held, nil
 }

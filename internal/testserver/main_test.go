@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,35 +52,7 @@ func leaks() error {
 }
 
 // children lists the PIDs of this process's children, un-reaped zombies included, from /proc.
-func children() []int {
-	me := os.Getpid()
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may contain spaces, so cut at the last ')'.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == me {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
+func children() []int { return childPIDs(os.Getpid()) }
 
 // assertGone fails the test unless pid no longer exists.
 func assertGone(t testing.TB, what string, pid int) {

@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -199,6 +200,7 @@ func (p *Postgres) checkReady() error {
 func (p *Postgres) cleanup(t testing.TB) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.signalBackends(syscall.SIGCONT)
 	graceful, err := p.proc.stop(syscall.SIGINT, stopGrace)
 	if err != nil {
 		t.Errorf("testserver: stop postgres %s (pid %d): %v", p.Addr(), p.proc.pid, err)
@@ -248,8 +250,11 @@ func (p *Postgres) PID() int {
 	return p.proc.pid
 }
 
-// Pause freezes the postmaster and its backends with SIGSTOP; Resume undoes it.
-// Cleanup resumes it before stopping it.
+// Pause freezes the postmaster and all of its children with SIGSTOP: the
+// auxiliary processes in its process group and the session backends, which
+// call setsid() and so leave that group. A paused server answers nothing, on
+// existing sessions either. Resume undoes it. Cleanup resumes it before
+// stopping it.
 func (p *Postgres) Pause(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
@@ -257,9 +262,56 @@ func (p *Postgres) Pause(t testing.TB) {
 	if p.proc.exited() {
 		t.Fatalf("testserver: Pause: postgres %s is not running", p.Addr())
 	}
+	// The postmaster first, so that it forks no backend the scan misses.
 	if err := p.proc.signalGroup(syscall.SIGSTOP); err != nil {
 		t.Fatalf("testserver: Pause postgres: %v", err)
 	}
+	p.signalBackends(syscall.SIGSTOP)
+}
+
+// signalBackends sends sig to every child of the postmaster (found in /proc
+// by parent pid), the session backends among them. It is a no-op once the
+// postmaster has been reaped, so a pid cannot have been reused.
+func (p *Postgres) signalBackends(sig syscall.Signal) {
+	if p.proc.exited() {
+		return
+	}
+	for _, pid := range childPIDs(p.proc.pid) {
+		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// childPIDs lists the processes whose parent is ppid.
+func childPIDs(ppid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if pp, err := strconv.Atoi(f[1]); err == nil && pp == ppid {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // Resume undoes Pause with SIGCONT.
@@ -267,17 +319,21 @@ func (p *Postgres) Resume(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.signalBackends(syscall.SIGCONT)
 	if err := p.proc.signalGroup(syscall.SIGCONT); err != nil {
 		t.Fatalf("testserver: Resume postgres: %v", err)
 	}
 }
 
-// Kill sends SIGKILL to the postmaster and its backends and waits until it is gone.
-// Committed data survives (it is in the OS page cache); Restart runs crash recovery.
+// Kill sends SIGKILL to the postmaster and all of its children (session
+// backends included) and waits until it is gone. Committed data survives (it
+// is in the OS page cache); Restart runs crash recovery.
 func (p *Postgres) Kill(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	_ = p.proc.signalGroup(syscall.SIGSTOP) // no new children while they are killed
+	p.signalBackends(syscall.SIGKILL)
 	if err := p.proc.kill(); err != nil {
 		t.Fatalf("testserver: Kill postgres: %v", err)
 	}
@@ -289,6 +345,7 @@ func (p *Postgres) Stop(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.signalBackends(syscall.SIGCONT)
 	if _, err := p.proc.stop(syscall.SIGINT, stopGrace); err != nil {
 		t.Fatalf("testserver: Stop postgres: %v", err)
 	}
@@ -300,6 +357,7 @@ func (p *Postgres) Restart(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.signalBackends(syscall.SIGCONT)
 	if _, err := p.proc.stop(syscall.SIGINT, stopGrace); err != nil {
 		t.Fatalf("testserver: Restart postgres: stop: %v", err)
 	}

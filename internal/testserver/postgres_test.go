@@ -1,6 +1,7 @@
 package testserver
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -77,4 +78,39 @@ func TestPostgres(t *testing.T) {
 		}
 	})
 	assertGone(t, "postmaster", pid)
+}
+
+// TestPostgresPauseStopsSessions: a paused server answers nothing, on an
+// existing session either (its backend left the postmaster's process group
+// with setsid), and answers again after Resume.
+func TestPostgresPauseStopsSessions(t *testing.T) {
+	t.Parallel()
+	pg := StartPostgres(t)
+	ctx := ctxT(t, 60*time.Second)
+	conn, err := pgx.Connect(ctx, pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+	pg.Pause(t)
+	qctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	err = conn.QueryRow(qctx, "SELECT 1").Scan(&one)
+	cancel()
+	if err == nil {
+		pg.Resume(t)
+		t.Fatal("a paused server answered SELECT 1 on an existing session")
+	}
+	pg.Resume(t)
+	conn2, err := pgx.Connect(ctx, pg.DSN())
+	if err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
+	defer conn2.Close(ctx)
+	if err := conn2.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("after Resume: %v", err)
+	}
 }
