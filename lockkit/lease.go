@@ -255,7 +255,7 @@ func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 	l.hold.Lost(why, cause)
 	l.endHold(telemetry.OutcomeLost, cause)
 	l.cancel(cause)
-	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", cause)
+	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", l.lock.d.c.logErr(l.lock.key, cause))
 }
 
 // endHold ends the hold span once: at the release, or at the loss.
@@ -376,7 +376,7 @@ func (l *Lease) finishRun(ctx context.Context) error {
 		lostErr = l.Err() // the release found the lease lost
 	}
 	if rerr != nil && lostErr == nil {
-		l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
+		l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", l.lock.d.c.logErr(l.lock.key, rerr))
 	}
 	close(l.runDone)
 	return lostErr
