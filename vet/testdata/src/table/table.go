@@ -329,3 +329,21 @@ func g14(ctx context.Context, id int) error {
 	}()
 	return nil
 }
+
+func next() int { return 0 }
+
+// G15: a nested Do whose key is computed anew each time: not the same lock
+// as far as the analysis can tell.
+func g15(ctx context.Context) error {
+	return locks.Job(next()).Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
+		return locks.Job(next()).Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error { return work(ctx) })
+	})
+}
+
+// G16: the lock variable reassigned inside fn: another key.
+func g16(ctx context.Context, l JobLock, other JobLock) error {
+	return l.Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
+		l = other
+		return l.Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error { return work(ctx) })
+	})
+}
