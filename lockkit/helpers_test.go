@@ -40,14 +40,7 @@ func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Cli
 // newClientOn is newClient over any backend, closed with the test.
 func newClientOn(t *testing.T, be Backend, opts ...Option) *Client {
 	t.Helper()
-	base := []Option{WithLogger(testLogger(t))}
-	if os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" {
-		// Every client of the run logs under KeyHashed, and every log line is
-		// scanned for a raw key (see testWriter). Options a test passes
-		// itself still win.
-		base = append(base, WithKeyMode(telemetry.KeyHashed, []byte("scan-secret")))
-	}
-	c, err := New(be, append(base, opts...)...)
+	c, err := New(be, append(testOptions(t), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +64,18 @@ func testDomain(t *testing.T, c *Client, p Policy) *Domain {
 
 func lockOn(d *Domain, id string) Lock {
 	return d.Key(len(id) + 3).Literal("id:").String(id).Lock()
+}
+
+// testOptions are the options of every test client: its log lines go to the
+// test log. With LOCKKIT_TEST_KEYMODE=hashed every client of the run logs
+// under KeyHashed and every log line is scanned for a raw key (testWriter);
+// options a test passes itself come after these and win.
+func testOptions(t *testing.T) []Option {
+	opts := []Option{WithLogger(testLogger(t))}
+	if os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" {
+		opts = append(opts, WithKeyMode(telemetry.KeyHashed, []byte("scan-secret")))
+	}
+	return opts
 }
 
 // rawKeyRE matches a lock key as the tests build it (a prefix, then the
