@@ -331,10 +331,16 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 		}
 	}
 	span.End(outcome, err)
-	if foundLost != nil {
+	switch {
+	case foundLost != nil:
 		l.hold.Lost(telemetry.LostRefused, foundLost)
 		l.endHold(telemetry.OutcomeLost, foundLost)
-	} else {
+	case !wasLost && errors.Is(why, ErrLockLost) && errors.Is(why, ErrClosed):
+		// Close released it under its holder, whose Err now reports the
+		// loss: telemetry says the same (lost, cause closed).
+		l.hold.Lost(telemetry.LostClosed, why)
+		l.endHold(telemetry.OutcomeLost, why)
+	default:
 		l.endHold(outcome, err)
 	}
 	return err
