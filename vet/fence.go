@@ -29,25 +29,6 @@ func checkFencing(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 	})
 }
 
-// checkAcquiredFence is rule 5 on the Acquire path: a lease of a fencing
-// lock, held in a variable of this function, whose fence the function
-// never reads and which it never hands on, while the function calls out
-// (writes somewhere).
-func checkAcquiredFence(pass *analysis.Pass, f *funcInfo, a acquisition) {
-	if a.lease == nil || a.m.recvType == nil || !hasFencingMarker(a.m.recvType) {
-		return
-	}
-	info := pass.TypesInfo
-	if readsFence(info, f.body, a.lease) || !callsOut(info, f.body, a.m.call) {
-		return
-	}
-	pass.Report(analysis.Diagnostic{
-		Pos:     a.m.call.Pos(),
-		End:     a.m.call.End(),
-		Message: fmt.Sprintf("the function never reads lease.Fence() of the lease from %s: this lock's domain has fencing on, so pass the fence to the protected resource's write", a.m.displayName()),
-	})
-}
-
 // hasFencingMarker reports whether t (or *t) has the method
 // LockkitFencing() with no parameters and no results.
 func hasFencingMarker(t types.Type) bool {
@@ -107,16 +88,10 @@ func readsFence(info *types.Info, body *ast.BlockStmt, lease *types.Var) bool {
 // callsOut reports whether body calls a function: a fn that calls nothing
 // (a probe like func(...) error { return nil }) writes to no resource and
 // has no use for a fence. Conversions, builtins, the lease's own
-// methods, calls that only format or log, and the skip nodes (the
-// acquisition's own call) do not count.
-func callsOut(info *types.Info, body *ast.BlockStmt, skip ...ast.Node) bool {
+// methods and calls that only format or log do not count.
+func callsOut(info *types.Info, body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
-		for _, s := range skip {
-			if n == s {
-				return false
-			}
-		}
 		call, ok := n.(*ast.CallExpr)
 		if !ok || found {
 			return !found

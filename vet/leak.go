@@ -27,7 +27,6 @@ type acquisition struct {
 // that never hands the lease on.
 func checkLeaks(pass *analysis.Pass, f *funcInfo) {
 	for _, a := range f.acquisitions(pass.TypesInfo) {
-		checkAcquiredFence(pass, f, a)
 		lost := f.leakPath(pass.TypesInfo, a)
 		if lost == nil {
 			continue
