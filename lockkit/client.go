@@ -570,6 +570,27 @@ func (c *Client) logKey(key string) string {
 	return key
 }
 
+// logErr is an error's message as log lines show it: every occurrence of
+// the lock key, and of the part between its braces (the caller's
+// parameters), is replaced by the key as logKey shows it, so a log line
+// quotes no raw key under KeyHashed or KeyOmitted. The error returned to
+// the caller keeps the key.
+func (c *Client) logErr(key string, err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if c.telOpts.KeyMode == telemetry.KeyRaw {
+		return msg
+	}
+	shown := c.logKey(key)
+	msg = strings.ReplaceAll(msg, key, shown)
+	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasSuffix(key, "}") && len(key)-i > 2 {
+		msg = strings.ReplaceAll(msg, key[i+1:len(key)-1], shown)
+	}
+	return msg
+}
+
 // breakerChanged makes a breaker's state change visible.
 func (c *Client) breakerChanged(name string, from, to breaker.State) {
 	level := slog.LevelInfo

@@ -60,7 +60,7 @@ func TestFenceIssuedInOneRoundTrip(t *testing.T) {
 		sent = append(sent, name)
 		mu.Unlock()
 	}))
-	c, err := New(Redis(rdb), WithLogger(testLogger(t)))
+	c, err := New(Redis(rdb), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestFenceIncreasesAfterRestartWithDataLoss(t *testing.T) {
 func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c, err := New(Redis(cc), WithLogger(testLogger(t)))
+	c, err := New(Redis(cc), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,12 +3,15 @@ package lockkit
 import (
 	"context"
 	"log/slog"
+	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -37,7 +40,7 @@ func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Cli
 // newClientOn is newClient over any backend, closed with the test.
 func newClientOn(t *testing.T, be Backend, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(be, append([]Option{WithLogger(testLogger(t))}, opts...)...)
+	c, err := New(be, append(testOptions(t), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +66,22 @@ func lockOn(d *Domain, id string) Lock {
 	return d.Key(len(id) + 3).Literal("id:").String(id).Lock()
 }
 
+// testOptions are the options of every test client: its log lines go to the
+// test log. With LOCKKIT_TEST_KEYMODE=hashed every client of the run logs
+// under KeyHashed and every log line is scanned for a raw key (testWriter);
+// options a test passes itself come after these and win.
+func testOptions(t *testing.T) []Option {
+	opts := []Option{WithLogger(testLogger(t))}
+	if os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" {
+		opts = append(opts, WithKeyMode(telemetry.KeyHashed, []byte("scan-secret")))
+	}
+	return opts
+}
+
+// rawKeyRE matches a lock key as the tests build it (a prefix, then the
+// hash tag in braces): under KeyHashed no log line may contain one.
+var rawKeyRE = regexp.MustCompile(`[^\s"=]+\{[^{}\s"]*\}`)
+
 // testLogger sends the client's log lines to the test log.
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -71,7 +90,13 @@ func testLogger(t *testing.T) *slog.Logger {
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+	line := strings.TrimRight(string(p), "\n")
+	if os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" {
+		if k := rawKeyRE.FindString(line); k != "" {
+			w.t.Errorf("a log line under KeyHashed quotes the raw key %q: %s", k, line)
+		}
+	}
+	w.t.Log(line)
 	return len(p), nil
 }
 

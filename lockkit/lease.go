@@ -299,7 +299,7 @@ func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 	l.hold.Lost(why, cause)
 	l.endHold(telemetry.OutcomeLost, cause)
 	l.cancel(cause)
-	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", cause)
+	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", l.lock.d.c.logErr(l.lock.key, cause))
 }
 
 // endHold ends the hold span once: at the release, or at the loss.
@@ -381,10 +381,16 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 		}
 	}
 	span.End(outcome, err)
-	if foundLost != nil {
+	switch {
+	case foundLost != nil:
 		l.hold.Lost(telemetry.LostRefused, foundLost)
 		l.endHold(telemetry.OutcomeLost, foundLost)
-	} else {
+	case !wasLost && errors.Is(why, ErrLockLost) && errors.Is(why, ErrClosed):
+		// Close released it under its holder, whose Err now reports the
+		// loss: telemetry says the same (lost, cause closed).
+		l.hold.Lost(telemetry.LostClosed, why)
+		l.endHold(telemetry.OutcomeLost, why)
+	default:
 		l.endHold(outcome, err)
 	}
 	return err
@@ -426,7 +432,7 @@ func (l *Lease) finishRun(ctx context.Context) error {
 		lostErr = l.Err() // the release found the lease lost
 	}
 	if rerr != nil && lostErr == nil {
-		l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", rerr)
+		l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", l.lock.d.c.logErr(l.lock.key, rerr))
 	}
 	close(l.runDone)
 	return lostErr

@@ -42,7 +42,7 @@ func redlockClient(t testing.TB, nodes []*testserver.Redis, opts ...Option) *Cli
 		rdbs[i] = n.Client(t)
 	}
 	if tt, ok := t.(*testing.T); ok {
-		opts = append([]Option{WithLogger(testLogger(tt))}, opts...)
+		opts = append(testOptions(tt), opts...)
 	}
 	c, err := New(Redlock(rdbs...), opts...)
 	if err != nil {

@@ -118,6 +118,10 @@ const (
 	// LostDeadline: the local validity deadline passed without a successful extend
 	// (backend unreachable, process paused).
 	LostDeadline
+	// LostClosed: Client.Close released the lease under its holder (an Acquire
+	// lease still held at Close); the holder's Err reports ErrLockLost and
+	// ErrClosed.
+	LostClosed
 
 	numLostCauses // keep last
 )
@@ -125,9 +129,10 @@ const (
 var lostCauseNames = [numLostCauses]string{
 	LostRefused:  "refused",
 	LostDeadline: "deadline",
+	LostClosed:   "closed",
 }
 
-// String returns the cause's attribute value ("refused", "deadline").
+// String returns the cause's attribute value ("refused", "deadline", "closed").
 func (c LostCause) String() string { return lostCauseNames[c.valid()] }
 
 func (c LostCause) valid() LostCause {

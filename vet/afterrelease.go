@@ -73,6 +73,9 @@ func (u lateUse) message(pass *analysis.Pass, r release) string {
 	case u.again:
 		return fmt.Sprintf("%s is released again: it was released at line %d (the second Release fails with ErrNotHeld)", r.v.Name(), at)
 	case u.isFence:
+		if u.id.Name == "fence" {
+			return fmt.Sprintf("the fence of %s is used after %s.Release at line %d: another holder may have the lock, and a newer fence, by now", r.v.Name(), r.v.Name(), at)
+		}
 		return fmt.Sprintf("fence %s of %s is used after %s.Release at line %d: another holder may have the lock, and a newer fence, by now", u.id.Name, r.v.Name(), r.v.Name(), at)
 	default:
 		return fmt.Sprintf("%s is used after %s.Release at line %d: the lease no longer protects anything", r.v.Name(), r.v.Name(), at)
@@ -196,6 +199,9 @@ func (r release) scan(info *types.Info, n ast.Node) (use *lateUse, killed bool) 
 			return true
 		}
 		if obj != r.v {
+			if call, ok := parent.(*ast.CallExpr); ok && argOf(call, stack, pi, id) && formatsOnly(info, call) {
+				return true // quoted in a message or a log line: no write
+			}
 			use = &lateUse{id: id, end: id.End(), isFence: true}
 			return false
 		}

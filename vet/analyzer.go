@@ -56,6 +56,7 @@ func run(pass *analysis.Pass) (any, error) {
 			if fn := m.fnLit(); fn != nil {
 				checkContexts(pass, m, fn)
 				checkFencing(pass, m, fn)
+				checkReentry(pass, m, fn)
 			}
 		}
 		return true

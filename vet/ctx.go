@@ -36,6 +36,15 @@ func checkContexts(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 					nested[lit] = true
 				}
 			}
+			if sel, ok := ast.Unparen(n.Fun).(*ast.SelectorExpr); ok && (sel.Sel.Name == "Done" || sel.Sel.Name == "Err") {
+				if t := info.TypeOf(sel.X); t != nil && isContextType(t) && !mentions(info, sel.X, good) {
+					pass.Report(analysis.Diagnostic{
+						Pos:     n.Pos(),
+						End:     n.End(),
+						Message: fmt.Sprintf("%s.%s is read inside the fn of %s: read fn's ctx, which is cancelled when the lease is lost", types.ExprString(sel.X), sel.Sel.Name, m.displayName()),
+					})
+				}
+			}
 			for _, arg := range contextArgs(info, n) {
 				if mentions(info, arg, good) || passesContext(info, arg) {
 					continue
@@ -120,6 +129,13 @@ func derivedContexts(info *types.Info, fn *ast.FuncLit, ctx *types.Var) (good ma
 		}
 		return true
 	})
+	// A function literal of fn called with contexts: each context parameter
+	// takes the values of its arguments, as if assigned (step := func(ctx
+	// context.Context) {...}; step(lctx)). A literal never called here, or
+	// used otherwise, keeps parameters of unknown value.
+	for param, args := range closureArgs(info, fn.Body) {
+		values[param] = append(values[param], args...)
+	}
 	for v := range values {
 		good[v] = true
 	}
@@ -139,6 +155,75 @@ func derivedContexts(info *types.Info, fn *ast.FuncLit, ctx *types.Var) (good ma
 		}
 	}
 	return good, replaced
+}
+
+// closureArgs maps each context parameter of a function literal in body,
+// bound to a variable (f := func(...)) or called where it stands, to the
+// arguments of its calls in body. A literal bound to a variable that is
+// also used otherwise than called (passed on, stored) is left out: its
+// other callers are unknown.
+func closureArgs(info *types.Info, body *ast.BlockStmt) map[*types.Var][]ast.Expr {
+	lits := map[*types.Var]*ast.FuncLit{}
+	ast.Inspect(body, func(n ast.Node) bool {
+		if a, ok := n.(*ast.AssignStmt); ok && len(a.Lhs) == len(a.Rhs) {
+			for i, r := range a.Rhs {
+				if lit, ok := ast.Unparen(r).(*ast.FuncLit); ok {
+					if v := localVar(info, a.Lhs[i]); v != nil {
+						lits[v] = lit
+					}
+				}
+			}
+		}
+		return true
+	})
+	calls := map[*ast.FuncLit][]*ast.CallExpr{}
+	escaped := map[*ast.FuncLit]bool{}
+	ast.PreorderStack(body, nil, func(n ast.Node, stack []ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CallExpr:
+			if lit, ok := ast.Unparen(n.Fun).(*ast.FuncLit); ok {
+				calls[lit] = append(calls[lit], n)
+			}
+		case *ast.Ident:
+			v, _ := info.Uses[n].(*types.Var)
+			lit := lits[v]
+			if lit == nil {
+				return true
+			}
+			if p, _ := parentOf(stack); p != nil {
+				if c, ok := p.(*ast.CallExpr); ok && ast.Unparen(c.Fun) == n {
+					calls[lit] = append(calls[lit], c)
+					return true
+				}
+			}
+			escaped[lit] = true
+		}
+		return true
+	})
+	out := map[*types.Var][]ast.Expr{}
+	for lit, cs := range calls {
+		if escaped[lit] {
+			continue
+		}
+		var params []*types.Var
+		for _, f := range lit.Type.Params.List {
+			for _, id := range f.Names {
+				v, _ := info.Defs[id].(*types.Var)
+				params = append(params, v)
+			}
+		}
+		for i, p := range params {
+			if p == nil || !isContextType(p.Type()) {
+				continue
+			}
+			for _, c := range cs {
+				if i < len(c.Args) && !c.Ellipsis.IsValid() {
+					out[p] = append(out[p], c.Args[i])
+				}
+			}
+		}
+	}
+	return out
 }
 
 // contextArgs returns the arguments of call whose parameter is a

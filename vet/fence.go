@@ -87,8 +87,8 @@ func readsFence(info *types.Info, body *ast.BlockStmt, lease *types.Var) bool {
 
 // callsOut reports whether body calls a function: a fn that calls nothing
 // (a probe like func(...) error { return nil }) writes to no resource and
-// has no use for a fence. Conversions, builtins and the lease's own
-// methods do not count.
+// has no use for a fence. Conversions, builtins, the lease's own
+// methods and calls that only format or log do not count.
 func callsOut(info *types.Info, body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
@@ -100,6 +100,9 @@ func callsOut(info *types.Info, body *ast.BlockStmt) bool {
 			return true
 		}
 		if m := lockkitCall(info, call); m.name == "Fence" || m.name == "Release" {
+			return true
+		}
+		if formatsOnly(info, call) {
 			return true
 		}
 		if sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr); ok {

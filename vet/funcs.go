@@ -7,6 +7,7 @@ import (
 	"golang.org/x/tools/go/analysis"
 	"golang.org/x/tools/go/analysis/passes/ctrlflow"
 	"golang.org/x/tools/go/cfg"
+	"golang.org/x/tools/go/types/typeutil"
 )
 
 // funcInfo is one function (declared or literal) with what the
@@ -116,4 +117,26 @@ func refersTo(info *types.Info, n ast.Node, v *types.Var) bool {
 		return !found
 	})
 	return found
+}
+
+// formatsOnly reports whether call only formats or logs its arguments: a
+// function or method of fmt, log, log/slog or errors (fmt.Errorf,
+// log.Printf, logger.Info, slog.Any, ...). An argument passed there is
+// read, not handed on and not written anywhere.
+func formatsOnly(info *types.Info, call *ast.CallExpr) bool {
+	f, ok := typeutil.Callee(info, call).(*types.Func)
+	if !ok || f.Pkg() == nil {
+		return false
+	}
+	switch f.Pkg().Path() {
+	case "fmt", "log", "log/slog", "errors":
+		return true
+	}
+	return false
+}
+
+// argOf reports whether the node stack[i+1] (or id, at the top) is one of
+// call's arguments.
+func argOf(call *ast.CallExpr, stack []ast.Node, i int, id *ast.Ident) bool {
+	return inList(call.Args, stack, i, id)
 }

@@ -168,8 +168,17 @@ func classify(info *types.Info, n ast.Node, v *types.Var, namedResult bool) leas
 				note(useHandled)
 			}
 		case *ast.AssignStmt:
-			if inList(p.Lhs, stack, i, id) {
+			switch {
+			case inList(p.Lhs, stack, i, id):
 				note(useOverwrite)
+			case blankTarget(p, stack, i, id):
+				note(useRead) // _ = lease keeps the compiler quiet and releases nothing
+			default:
+				note(useHandled)
+			}
+		case *ast.CallExpr:
+			if argOf(p, stack, i, id) && formatsOnly(info, p) {
+				note(useRead) // logged or formatted: nobody releases it there
 			} else {
 				note(useHandled)
 			}
@@ -179,6 +188,24 @@ func classify(info *types.Info, n ast.Node, v *types.Var, namedResult bool) leas
 		return true
 	})
 	return use
+}
+
+// blankTarget reports whether id (reached through stack[i+1:]) is a right-hand
+// side of the assignment a whose left-hand side is _.
+func blankTarget(a *ast.AssignStmt, stack []ast.Node, i int, id *ast.Ident) bool {
+	if len(a.Lhs) != len(a.Rhs) {
+		return false
+	}
+	var child ast.Node = id
+	if i+1 < len(stack) {
+		child = stack[i+1]
+	}
+	for j, r := range a.Rhs {
+		if r == child {
+			return isBlank(a.Lhs[j])
+		}
+	}
+	return false
 }
 
 // inList reports whether id (reached through stack[i+1:]) is one of list.

@@ -36,3 +36,9 @@ func TestOddCode(t *testing.T) {
 func TestRuntimeSkipped(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "github.com/lockkit/lockkit/lockkit")
 }
+
+// The case table: realistic misuse and correct patterns, for precision and
+// recall (docs/tools.md).
+func TestTable(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "table")
+}

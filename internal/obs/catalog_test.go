@@ -142,7 +142,7 @@ func TestCatalogValues(t *testing.T) {
 				t.Errorf("outcome values %v, want %v", e.Values, outcomes)
 			}
 		case string(telemetry.AttrLostCause):
-			if !slices.Equal(e.Values, []string{"refused", "deadline"}) {
+			if !slices.Equal(e.Values, []string{"refused", "deadline", "closed"}) {
 				t.Errorf("lost cause values %v", e.Values)
 			}
 		}

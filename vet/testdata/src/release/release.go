@@ -32,7 +32,7 @@ func fenceVarAfter(ctx context.Context, lease *lockkit.Lease) error {
 	if err := lease.Release(ctx); err != nil {
 		return err
 	}
-	return write(ctx, fence) // want `fence fence of lease is used after lease.Release at line 32: another holder may have the lock, and a newer fence, by now`
+	return write(ctx, fence) // want `the fence of lease is used after lease.Release at line 32: another holder may have the lock, and a newer fence, by now`
 }
 
 func twice(ctx context.Context, lease *lockkit.Lease) error {
