@@ -25,10 +25,11 @@ type redisBackend struct {
 }
 
 var (
-	_ backend.Backend = (*redisBackend)(nil)
-	_ backend.Named   = (*redisBackend)(nil)
-	_ backend.Router  = clusterBackend{}
-	_ backend.Batcher = (*redisBackend)(nil)
+	_ backend.Backend         = (*redisBackend)(nil)
+	_ backend.Named           = (*redisBackend)(nil)
+	_ backend.Router          = clusterBackend{}
+	_ backend.Batcher         = (*redisBackend)(nil)
+	_ backend.ReplicaExtender = (*redisBackend)(nil)
 )
 
 // clusterBackend is a redisBackend over a Cluster client: the Router that
@@ -266,6 +267,30 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	n, err := extendScript.Run(ctx, b.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, err
+}
+
+// ExtendReplicas sends the extend script and WAIT in one pipeline (one
+// round trip) on the node that owns the key: the extend counts only when
+// replicas replicas acknowledged it within timeout. When too few did, the
+// primary keeps the longer expiry (it delays the next holder, and grants
+// nothing) and the caller's deadline stays where it was.
+func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (bool, error) {
+	ext, wait, err := b.evalWithWait(ctx, extendScript, extendSrc, []string{key}, []any{token, ttl.Milliseconds()}, replicas, timeout)
+	if err != nil {
+		return false, err
+	}
+	n, err := ext.Int64()
+	if err != nil || n != 1 {
+		return false, err
+	}
+	acked, werr := wait.Int64()
+	switch {
+	case werr != nil:
+		return false, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
+	case acked < int64(replicas):
+		return false, fmt.Errorf("%w: %d of %d within %v; the extend does not count", errReplicas, acked, replicas, timeout)
+	}
+	return true, nil
 }
 
 func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, error) {

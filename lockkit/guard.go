@@ -30,9 +30,10 @@ type guarded struct {
 	router     backend.Router // nil: one breaker
 	capacity   backend.Capacity
 	classifier backend.Classifier
-	batcher    backend.Batcher // nil: sets are taken one by one
-	queue      backend.Queue   // nil: be keeps no FIFO queues
-	cheap      bool            // be takes deadlines without timers (go-redis)
+	batcher    backend.Batcher         // nil: sets are taken one by one
+	extender   backend.ReplicaExtender // nil: be has no replicas to wait for
+	queue      backend.Queue           // nil: be keeps no FIFO queues
+	cheap      bool                    // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
 	mu     sync.Mutex
@@ -52,6 +53,7 @@ func (c *Client) guard(name string, be backend.Backend) backend.Backend {
 	g.capacity, _ = be.(backend.Capacity)
 	g.classifier, _ = be.(backend.Classifier)
 	g.batcher, _ = be.(backend.Batcher)
+	g.extender, _ = be.(backend.ReplicaExtender)
 	g.queue, _ = be.(backend.Queue)
 	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
@@ -195,7 +197,10 @@ func (g *guarded) verdict(err error) error {
 	return err
 }
 
-var _ backend.Batcher = (*guarded)(nil)
+var (
+	_ backend.Batcher         = (*guarded)(nil)
+	_ backend.ReplicaExtender = (*guarded)(nil)
+)
 
 // CanBatch is the backend's answer; false when it cannot batch at all.
 func (g *guarded) CanBatch(keys []string) bool {
@@ -240,6 +245,16 @@ func (g *guarded) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]in
 }
 
 func (g *guarded) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return g.be.Extend(ctx, key, token, ttl)
+}
+
+// ExtendReplicas is Extend that waits for replicas when the backend has
+// replicas to wait for (backend.ReplicaExtender), and a plain Extend
+// otherwise, as an acquisition ignores Replicas there.
+func (g *guarded) ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (bool, error) {
+	if replicas > 0 && g.extender != nil {
+		return g.extender.ExtendReplicas(ctx, key, token, ttl, replicas, timeout)
+	}
 	return g.be.Extend(ctx, key, token, ttl)
 }
 

@@ -1,6 +1,7 @@
 package lockkit
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/lockkit/lockkit/internal/policy"
@@ -63,5 +64,12 @@ func (b KeyBuilder) Lock() Lock {
 	}
 	// Copy rather than alias the buffer: a builder value used again after Lock
 	// would otherwise overwrite the closing brace of a key already handed out.
-	return Lock{d: b.d, key: string(append(b.buf, '}'))}
+	key := string(append(b.buf, '}'))
+	// The tag is what lies between the prefix's '{' and the final '}'. A
+	// bad one is refused by every method of the Lock (its acquisitions).
+	err := policy.CheckTag(key, key[len(b.d.prefix)+1:len(key)-1])
+	if err != nil {
+		err = fmt.Errorf("lockkit: %w", err)
+	}
+	return Lock{d: b.d, key: key, err: err}
 }

@@ -2,11 +2,14 @@ package lockkit
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/testserver"
 )
 
 // unescape inverts policy.AppendParam (KeyBuilder.String); the fuzz test uses it to prove the encoding
@@ -103,4 +106,63 @@ func FuzzKeyInjective(f *testing.F) {
 			t.Fatalf("key %q does not decode to (%q,%q)", k1, a1, b1)
 		}
 	})
+}
+
+// A runtime key never has an empty or split hash tag: on a real Cluster,
+// CLUSTER KEYSLOT puts every edge key the builder accepts in the same slot
+// as its fence counter (and a fenced acquisition is granted), and the
+// builder refuses an empty tag ("lock:{}", whose lock and counter land in
+// different slots, so every fenced acquire failed with CROSSSLOT) and a
+// literal with a brace, with an error naming the key.
+func TestKeyHashTagCluster(t *testing.T) {
+	cl := testserver.StartCluster(t, 3)
+	cc := cl.Client(t)
+	d := testDomain(t, newClientOver(t, cc, WithCommandTimeout(3*time.Second)), Policy{TTL: 5 * time.Second, Fencing: true})
+	good := map[string]Lock{
+		"one byte":      d.Key(1).String("x").Lock(),
+		"zero":          d.Key(1).Int(0).Lock(),
+		"escaped brace": d.Key(1).String("}").Lock(),
+		"escaped open":  d.Key(1).String("{").Lock(),
+		"percent":       d.Key(1).String("%").Lock(),
+		"unicode":       d.Key(4).String("é世").Lock(),
+		"literal only":  d.Key(3).Literal("all").Lock(),
+		"literal colon": d.Key(3).Literal("a:").String("").Lock(),
+	}
+	for name, l := range good {
+		lock, err := cc.ClusterKeySlot(t.Context(), l.Key()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fence, err := cc.ClusterKeySlot(t.Context(), policy.FenceKey(l.Key())).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lock != fence || int(lock) != policy.ClusterSlot(l.Key()) {
+			t.Errorf("%s: key %q in slot %d, its counter in %d (ClusterSlot says %d)", name, l.Key(), lock, fence, policy.ClusterSlot(l.Key()))
+		}
+		lease, err := l.TryAcquire(t.Context())
+		if err != nil {
+			t.Errorf("%s: fenced acquire of %q: %v", name, l.Key(), err)
+			continue
+		}
+		lease.Release(t.Context())
+	}
+	bad := map[string]struct {
+		l    Lock
+		want string
+	}{
+		"empty string":  {d.Key(0).String("").Lock(), "empty hash tag"},
+		"nothing":       {d.Key(0).Lock(), "empty hash tag"},
+		"literal close": {d.Key(2).Literal("}x").Lock(), "would move its Redis Cluster hash tag"},
+		"literal open":  {d.Key(2).Literal("a{").Int(1).Lock(), "would move its Redis Cluster hash tag"},
+	}
+	for name, c := range bad {
+		lease, err := c.l.TryAcquire(t.Context())
+		if lease != nil || err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.l.Key()) {
+			t.Errorf("%s: acquire of %q = %v, want a refusal saying %q and naming the key", name, c.l.Key(), err, c.want)
+		}
+		if err := DoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, c.l); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: DoAll of %q = %v, want the same refusal", name, c.l.Key(), err)
+		}
+	}
 }

@@ -212,10 +212,22 @@ func (l *Lease) Extend(ctx context.Context) error {
 func (l *Lease) extend(parent context.Context) error {
 	d := l.lock.d
 	ctx, span := l.hold.StartRenew(parent)
-	ctx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
-	defer cancel()
+	var (
+		ok  bool
+		err error
+	)
 	sent := time.Now()
-	ok, err := l.be.Extend(ctx, l.lock.key, l.token, d.policy.TTL)
+	if re, yes := l.be.(backend.ReplicaExtender); yes && d.policy.Replicas > 0 {
+		// The new expiry counts only once the replicas hold it: until then
+		// a failover would bring back the old one (docs/semantics.md).
+		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout+d.policy.ReplicaTimeout)
+		ok, err = re.ExtendReplicas(ectx, l.lock.key, l.token, d.policy.TTL, d.policy.Replicas, d.policy.ReplicaTimeout)
+		cancel()
+	} else {
+		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
+		ok, err = l.be.Extend(ectx, l.lock.key, l.token, d.policy.TTL)
+		cancel()
+	}
 	switch {
 	case err != nil && errors.Is(err, context.Canceled) && parent.Err() != nil:
 		// Cut short by its caller (Release or Close cancel the lease's ctx

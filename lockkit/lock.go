@@ -22,6 +22,7 @@ import (
 type Lock struct {
 	d   *Domain
 	key string
+	err error // a key the builder refused (policy.CheckTag)
 }
 
 // Key is the lock's key (prefix included).
@@ -109,6 +110,9 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 	}
 	if d.err != nil {
 		return nil, ctx, d.err
+	}
+	if l.err != nil {
+		return nil, ctx, l.err
 	}
 	c := d.c
 	if c.isClosed() {

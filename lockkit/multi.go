@@ -146,6 +146,8 @@ func canonicalSet(given []Locker) ([]Lock, error) {
 			return nil, ErrNoClient
 		case l.d.err != nil:
 			return nil, l.d.err
+		case l.err != nil:
+			return nil, l.err
 		case c == nil:
 			c = l.d.c
 		case l.d.c != c:

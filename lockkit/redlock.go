@@ -404,6 +404,9 @@ func (b *redlockBackend) majority(ctx context.Context, what string, skip []bool,
 	r.mu.Lock()
 	r.closed = true
 	ok, no := r.ok, r.held
+	// Each node's outcome so far, for the error when the caller's ctx ended
+	// first (the nodes not yet answered are pending).
+	answers := append([]nodeOutcome(nil), r.answers...)
 	r.mu.Unlock()
 	switch {
 	case ok >= b.quorum:
@@ -411,7 +414,7 @@ func (b *redlockBackend) majority(ctx context.Context, what string, skip []bool,
 	case ok+no >= b.quorum:
 		return false, nil
 	case ctx.Err() != nil:
-		return false, fmt.Errorf("lockkit: redlock %s: %w", what, ctx.Err())
+		return false, fmt.Errorf("lockkit: %w: %w", ctx.Err(), b.failure(what, answers))
 	}
 	return false, b.failure(what, r.answers)
 }

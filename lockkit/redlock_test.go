@@ -614,6 +614,13 @@ func TestRedlockExtendReleaseMajority(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotHeld) {
 		t.Fatalf("extend with 3 of 5 paused: %v, want ErrUnavailable", err)
 	}
+	// Every ErrUnavailable from Redlock lists each node's outcome, also when
+	// the caller's ctx ends before the nodes answer.
+	for _, n := range nodes {
+		if !strings.Contains(err.Error(), n.Addr()) {
+			t.Errorf("extend with 3 of 5 paused: %v, want it to name node %s", err, n.Addr())
+		}
+	}
 	if lease.Err() != nil {
 		t.Fatalf("an unanswered extend lost the lease before its deadline: %v", lease.Err())
 	}

@@ -168,3 +168,52 @@ func replicasInSync(t *testing.T, primary *testserver.Redis, n int) {
 	}
 	t.Fatalf("only %d of %d replicas acknowledge writes 10s after they linked up", acked, n)
 }
+
+// The history of issue 32: under replicas: 1 the replication link stalls
+// after a grant (the replica is frozen), and the holder extends. The extend
+// reaches the primary alone, so it must count as failed (ErrUnavailable,
+// too few replicas) and the local deadline must stay where it was: after a
+// failover to that replica the key expires at the old deadline, and a lease
+// that moved past it would overlap the next holder's. Once the replica is
+// back, an extend moves the deadline again.
+func TestReplicaExtendWaits(t *testing.T) {
+	primary := testserver.StartRedis(t)
+	replica := testserver.StartReplica(t, primary)
+	replicasInSync(t, primary, 1)
+	p := replicaPolicy()
+	p.RenewInterval = -1 // extends are the test's own
+	d := testDomain(t, newClient(t, primary), p)
+	lease, err := lockOn(d, "x").TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release(t.Context())
+
+	replica.Pause(t)
+	before := lease.Deadline()
+	time.Sleep(20 * time.Millisecond) // a moved deadline would differ
+	err = lease.Extend(t.Context())
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errReplicas) {
+		t.Errorf("extend with the replica frozen = %v, want ErrUnavailable for too few replicas", err)
+	}
+	if after := lease.Deadline(); !after.Equal(before) {
+		t.Errorf("the deadline moved by %v on an extend only the primary acknowledged", after.Sub(before))
+	}
+	if lease.Err() != nil {
+		t.Fatalf("a failed extend lost the lease: %v", lease.Err())
+	}
+	replica.Resume(t)
+
+	var lastErr error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if lastErr = lease.Extend(t.Context()); lastErr == nil {
+			break
+		}
+	}
+	if lastErr != nil {
+		t.Fatalf("extend after the replica resumed: %v", lastErr)
+	}
+	if !lease.Deadline().After(before) {
+		t.Fatal("an extend both nodes acknowledged did not move the deadline")
+	}
+}

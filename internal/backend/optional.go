@@ -186,3 +186,14 @@ type QueueWaiter interface {
 type Replicated interface {
 	Deployment() string
 }
+
+// ReplicaExtender is implemented by a backend whose primary copies its
+// writes to replicas (Redis with Sentinel or Cluster replicas). ExtendReplicas
+// is Extend followed, in the same round trip, by a wait until replicas
+// replicas hold the new expiry, at most timeout. held is true with a nil error
+// only when they did; too few is an error (the extend counts as failed: the
+// caller's deadline stays where it was, and only the primary's copy may
+// live longer, which delays the next holder and grants nothing).
+type ReplicaExtender interface {
+	ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (held bool, err error)
+}

@@ -189,6 +189,21 @@ func CheckPrefix(prefix string) error {
 	return nil
 }
 
+// CheckTag reports a lock key's braced suffix (its Redis Cluster hash tag)
+// that would split the lock from its fence counter or move the tag: an
+// empty one (Redis then hashes the whole key, and key and key+FenceSuffix
+// land in different slots) or one with a brace (a literal's '{' or '}'
+// would end or start the tag elsewhere). key is the full key, for the error.
+func CheckTag(key, tag string) error {
+	switch {
+	case tag == "":
+		return fmt.Errorf("key %q has an empty hash tag %q: Redis Cluster would hash the whole key and put the lock and its fence counter in different slots; give the key a literal or a non-empty parameter", key, "{}")
+	case strings.ContainsAny(tag, "{}"):
+		return fmt.Errorf("key %q: a literal contains '{' or '}', which would move its Redis Cluster hash tag", key)
+	}
+	return nil
+}
+
 // AppendParam appends the injective, readable encoding of a string key
 // parameter to dst: the bytes NeedsEscape names become %XX (upper-case hex),
 // everything else, unicode included, is kept. So an encoded parameter never
