@@ -54,8 +54,14 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	leases map[*Lease]struct{}
-	bg     sync.WaitGroup // renewals and background releases
+	// closeDone is closed when the first Close has finished, closeErr
+	// being what it returned: a concurrent Close waits for it and returns
+	// the same, so no lease the first is still releasing is counted as
+	// left.
+	closeDone chan struct{}
+	closeErr  error
+	leases    map[*Lease]struct{}
+	bg        sync.WaitGroup // renewals and background releases
 }
 
 // Option configures a Client.
@@ -382,9 +388,23 @@ func (c *Client) Ping(ctx context.Context) error {
 // expire by their TTL (a Do still running then returns ErrLockLost at its
 // deadline), and returns an error saying how many were left. Close does not
 // close the clients the backend was made from (go-redis client, pgx pool).
+// A Close called while another runs waits for it (within its own ctx) and
+// returns what the first returned.
 func (c *Client) Close(ctx context.Context) error {
 	c.mu.Lock()
+	if c.closed {
+		done := c.closeDone
+		c.mu.Unlock()
+		select {
+		case <-done:
+			return c.closeErr
+		case <-ctx.Done():
+			return fmt.Errorf("lockkit: close: waiting for a concurrent Close: %w", ctx.Err())
+		}
+	}
 	c.closed = true
+	c.closeDone = make(chan struct{})
+	defer close(c.closeDone)
 	all := make([]*Lease, 0, len(c.leases))
 	for l := range c.leases {
 		all = append(all, l)
@@ -459,6 +479,9 @@ func (c *Client) Close(ctx context.Context) error {
 		} else if firstErr != nil {
 			why = fmt.Errorf("%w (e.g. %w)", why, firstErr)
 		}
+		if why == nil { // never wrap a nil: it would print as %!w(<nil>)
+			why = errors.New("still held by a running fn")
+		}
 		errs = append(errs, fmt.Errorf("lockkit: close: %d of %d leases were not released; they expire by their TTL (the longest within %v): %w", n, len(all), longest, why))
 	}
 
@@ -479,7 +502,8 @@ func (c *Client) Close(ctx context.Context) error {
 		// PostgreSQL, the idle limit of their sessions), as on Redis.
 		_ = c.be.Close()
 	}
-	return errors.Join(errs...)
+	c.closeErr = errors.Join(errs...)
+	return c.closeErr
 }
 
 // logKey is a lock key as log lines show it: as the key mode says (raw,

@@ -37,11 +37,15 @@ type LeaseSet struct {
 func (s *LeaseSet) Leases() []*Lease { return slices.Clone(s.leases) }
 
 // Lease is the lease of l, which must be one of the locks given to DoAll;
-// nil otherwise.
+// nil otherwise. A lock is found by its client and key, whichever binding
+// of its domain made it: DoAll holds one lease per key.
 func (s *LeaseSet) Lease(l Locker) *Lease {
 	k := l.lockkitLock()
+	if k.d == nil {
+		return nil
+	}
 	for _, lease := range s.leases {
-		if lease.lock.d == k.d && lease.lock.key == k.key {
+		if lease.lock.d.c == k.d.c && lease.lock.key == k.key {
 			return lease
 		}
 	}
