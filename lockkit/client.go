@@ -60,8 +60,12 @@ type Client struct {
 	// left.
 	closeDone chan struct{}
 	closeErr  error
-	leases    map[*Lease]struct{}
-	bg        sync.WaitGroup // renewals and background releases
+	// closeCtx ends when Close starts: it ends every wait between
+	// acquisition attempts, which then returns ErrClosed.
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
+	leases      map[*Lease]struct{}
+	bg          sync.WaitGroup // renewals and background releases
 }
 
 // Option configures a Client.
@@ -143,6 +147,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 		cmdTimeout: DefaultCommandTimeout,
 		leases:     make(map[*Lease]struct{}),
 	}
+	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(c)
 	}
@@ -405,6 +410,7 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.closeDone = make(chan struct{})
 	defer close(c.closeDone)
+	c.closeCancel() // waiting acquisitions end now, with ErrClosed
 	all := make([]*Lease, 0, len(c.leases))
 	for l := range c.leases {
 		all = append(all, l)
@@ -565,6 +571,43 @@ func (c *Client) counted(f func()) {
 
 // background runs f on its own goroutine, which Close waits for.
 func (c *Client) background(f func()) { go c.counted(f) }
+
+// startAcquire counts an acquisition (until done is called) so that Close
+// waits for it: one that was waiting ends at Close's start, and one whose
+// attempt was in flight gives back what it took before Close returns. ok is
+// false once the client is closed.
+func (c *Client) startAcquire() (done func(), ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false
+	}
+	c.bg.Add(1)
+	return c.bg.Done, true
+}
+
+// pause waits d between acquisition attempts, or until ctx ends or the
+// client closes; it reports whether d passed.
+func (c *Client) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.closeCtx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// waitCtx is ctx, also ended when the client closes: what a FIFO waiter
+// waits on between attempts. stop releases it.
+func (c *Client) waitCtx(ctx context.Context) (wctx context.Context, stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(c.closeCtx, cancel)
+	return wctx, func() { unhook(); cancel() }
+}
 
 func (c *Client) isClosed() bool {
 	c.mu.Lock()

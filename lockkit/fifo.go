@@ -43,6 +43,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 		contended bool
 		queued    bool // the token may be in the queue (or hold the lock): leave on the way out
 		w         backend.QueueWaiter
+		wctx      context.Context // ctx, also ended by Close; made at the first wait
 	)
 	defer func() {
 		if w != nil {
@@ -183,11 +184,19 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 			werr  error
 		)
 		if w != nil {
-			cause, werr = w.Wait(ctx, wait)
-		} else if !sleepCtx(ctx, wait) {
-			werr = ctx.Err()
+			if wctx == nil {
+				var stop func()
+				wctx, stop = c.waitCtx(ctx)
+				defer stop()
+			}
+			cause, werr = w.Wait(wctx, wait)
+		} else if !c.pause(ctx, wait) {
+			werr = ErrClosed
 		}
 		if werr != nil || ctx.Err() != nil {
+			if ctx.Err() == nil { // the client closed: leave the queue
+				return fail(telemetry.OutcomeClosed, ErrClosed)
+			}
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 		if w != nil {

@@ -99,9 +99,11 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		return nil, ctx, d.err
 	}
 	c := d.c
-	if c.isClosed() {
+	done, ok := c.startAcquire()
+	if !ok {
 		return nil, ctx, ErrClosed
 	}
+	defer done()
 	hctx, hold := d.tel.StartHold(ctx, l.key)
 	actx := hold.StartAcquire(hctx)
 	p := &d.policy
@@ -152,7 +154,10 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 			return fail(attemptOutcome(err, ended), l.finalError(err, attempts, start, true))
 		}
 		hold.Retry(attempts, wait, attemptOutcome(err, telemetry.OutcomeContended))
-		if !sleepCtx(ctx, wait) {
+		if !c.pause(ctx, wait) {
+			if ctx.Err() == nil { // the client closed
+				return fail(telemetry.OutcomeClosed, ErrClosed)
+			}
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 	}

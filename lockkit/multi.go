@@ -177,7 +177,10 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 		if !ok {
 			return nil, nil, fmt.Errorf("lockkit: DoAll: gave up after %d attempt(s) at the set in %v: %w", attempts, time.Since(start).Round(time.Millisecond), err)
 		}
-		if !sleepCtx(ctx, wait) {
+		if !set[0].d.c.pause(ctx, wait) {
+			if ctx.Err() == nil { // the client closed
+				return nil, nil, ErrClosed
+			}
 			return nil, nil, fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
 		}
 	}
