@@ -2,6 +2,7 @@ package lockkit
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,5 +110,75 @@ func TestLeaseSetFindsEveryBinding(t *testing.T) {
 	}, a, b, a2)
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCloseEndsEveryWait: a holder on one client; on another, a polling
+// Do, a FIFO Do, a FIFO Acquire and a DoAll wait for held locks. Close on
+// the waiting client ends every one of them promptly with ErrClosed (they
+// went on for seconds, returning ErrNotAcquired, after a Close that had
+// returned nil), and the FIFO waiters have left the queue, so a release
+// hands the lock to no closed token.
+func TestCloseEndsEveryWait(t *testing.T) {
+	r := testserver.StartRedis(t)
+	admin := r.Client(t)
+	holderC := newClient(t, r)
+	waiterC := newClient(t, r)
+	poll := Policy{TTL: 10 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, MaxWait: 20 * time.Second}}
+	fp := fifoPolicy(10*time.Second, 20*time.Second)
+	hp, hf := testDomain(t, holderC, poll), fifoDomain(t, holderC, fp)
+	wp, wf := testDomain(t, waiterC, poll), fifoDomain(t, waiterC, fp)
+	for _, l := range []Lock{lockOn(hp, "p"), lockOn(hf, "f1"), lockOn(hf, "f2"), lockOn(hp, "s")} {
+		if _, err := l.TryAcquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noop := func(context.Context, *Lease) error { return nil }
+	waits := map[string]func() error{
+		"polling Do": func() error { return lockOn(wp, "p").Do(ctx, noop) },
+		"FIFO Do":    func() error { return lockOn(wf, "f1").Do(ctx, noop) },
+		"FIFO Acquire": func() error {
+			_, err := lockOn(wf, "f2").Acquire(ctx)
+			return err
+		},
+		"DoAll": func() error {
+			return DoAll(ctx, func(context.Context, *LeaseSet) error { return nil }, lockOn(wp, "s"), lockOn(wp, "t"))
+		},
+	}
+	type ended struct {
+		name string
+		err  error
+		at   time.Time
+	}
+	out := make(chan ended, len(waits))
+	for name, f := range waits {
+		go func() { err := f(); out <- ended{name, err, time.Now()} }()
+	}
+	waitQueueLen(t, admin, lockOn(wf, "f1"), 1)
+	waitQueueLen(t, admin, lockOn(wf, "f2"), 1)
+	time.Sleep(200 * time.Millisecond) // every wait is under way
+	closeStart := time.Now()
+	if err := waiterC.Close(ctx); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	closed := time.Now()
+	for range waits {
+		e := <-out
+		noNilWrap(t, e.err)
+		if !errors.Is(e.err, ErrClosed) {
+			t.Errorf("%s after Close = %v, want ErrClosed", e.name, e.err)
+		}
+		// Bound: one command timeout plus a margin for a loaded machine.
+		if late := e.at.Sub(closed); late > DefaultCommandTimeout+time.Second {
+			t.Errorf("%s ended %v after Close returned", e.name, late)
+		}
+	}
+	t.Logf("Close took %v", closed.Sub(closeStart))
+	for _, k := range []string{"f1", "f2"} {
+		if n := queueLen(t, admin, lockOn(wf, k)); n != 0 {
+			t.Errorf("%s: %d closed waiters still queued", k, n)
+		}
 	}
 }
