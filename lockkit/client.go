@@ -572,20 +572,6 @@ func (c *Client) counted(f func()) {
 // background runs f on its own goroutine, which Close waits for.
 func (c *Client) background(f func()) { go c.counted(f) }
 
-// startAcquire counts an acquisition (until done is called) so that Close
-// waits for it: one that was waiting ends at Close's start, and one whose
-// attempt was in flight gives back what it took before Close returns. ok is
-// false once the client is closed.
-func (c *Client) startAcquire() (done func(), ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, false
-	}
-	c.bg.Add(1)
-	return c.bg.Done, true
-}
-
 // pause waits d between acquisition attempts, or until ctx ends or the
 // client closes; it reports whether d passed.
 func (c *Client) pause(ctx context.Context, d time.Duration) bool {

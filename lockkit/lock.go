@@ -99,11 +99,9 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		return nil, ctx, d.err
 	}
 	c := d.c
-	done, ok := c.startAcquire()
-	if !ok {
+	if c.isClosed() {
 		return nil, ctx, ErrClosed
 	}
-	defer done()
 	hctx, hold := d.tel.StartHold(ctx, l.key)
 	actx := hold.StartAcquire(hctx)
 	p := &d.policy
