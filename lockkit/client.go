@@ -62,8 +62,18 @@ type Client struct {
 
 	mu     sync.Mutex
 	closed bool
-	leases map[*Lease]struct{}
-	bg     sync.WaitGroup // renewals and background releases
+	// closeDone is closed when the first Close has finished, closeErr
+	// being what it returned: a concurrent Close waits for it and returns
+	// the same, so no lease the first is still releasing is counted as
+	// left.
+	closeDone chan struct{}
+	closeErr  error
+	// closeCtx ends when Close starts: it ends every wait between
+	// acquisition attempts, which then returns ErrClosed.
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
+	leases      map[*Lease]struct{}
+	bg          sync.WaitGroup // renewals and background releases
 }
 
 // Option configures a Client.
@@ -167,6 +177,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 		}
 		o(c)
 	}
+	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	c.who.Host, _ = os.Hostname()
 	c.who.PID = os.Getpid()
 	c.whoDesc = string(holder.AppendDescription(nil, c.who))
@@ -451,6 +462,8 @@ func (c *Client) Ping(ctx context.Context) error {
 // expire by their TTL (a Do still running then returns ErrLockLost at its
 // deadline), and returns an error saying how many were left. Close does not
 // close the clients the backend was made from (go-redis client, pgx pool).
+// A Close called while another runs waits for it (within its own ctx) and
+// returns what the first returned.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -459,7 +472,20 @@ func (c *Client) Close(ctx context.Context) error {
 		return fmt.Errorf("lockkit: close: %w", errNilCtx)
 	}
 	c.mu.Lock()
+	if c.closed {
+		done := c.closeDone
+		c.mu.Unlock()
+		select {
+		case <-done:
+			return c.closeErr
+		case <-ctx.Done():
+			return fmt.Errorf("lockkit: close: waiting for a concurrent Close: %w", ctx.Err())
+		}
+	}
 	c.closed = true
+	c.closeDone = make(chan struct{})
+	defer close(c.closeDone)
+	c.closeCancel() // waiting acquisitions end now, with ErrClosed
 	all := make([]*Lease, 0, len(c.leases))
 	for l := range c.leases {
 		all = append(all, l)
@@ -534,6 +560,9 @@ func (c *Client) Close(ctx context.Context) error {
 		} else if firstErr != nil {
 			why = fmt.Errorf("%w (e.g. %w)", why, firstErr)
 		}
+		if why == nil { // never wrap a nil: it would print as %!w(<nil>)
+			why = errors.New("still held by a running fn")
+		}
 		errs = append(errs, fmt.Errorf("lockkit: close: %d of %d leases were not released; they expire by their TTL (the longest within %v): %w", n, len(all), longest, why))
 	}
 
@@ -554,7 +583,8 @@ func (c *Client) Close(ctx context.Context) error {
 		// PostgreSQL, the idle limit of their sessions), as on Redis.
 		_ = c.be.Close()
 	}
-	return errors.Join(errs...)
+	c.closeErr = errors.Join(errs...)
+	return c.closeErr
 }
 
 // logKey is a lock key as log lines show it: as the key mode says (raw,
@@ -637,6 +667,29 @@ func (c *Client) counted(f func()) {
 
 // background runs f on its own goroutine, which Close waits for.
 func (c *Client) background(f func()) { go c.counted(f) }
+
+// pause waits d between acquisition attempts, or until ctx ends or the
+// client closes; it reports whether d passed.
+func (c *Client) pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-c.closeCtx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// waitCtx is ctx, also ended when the client closes: what a FIFO waiter
+// waits on between attempts. stop releases it.
+func (c *Client) waitCtx(ctx context.Context) (wctx context.Context, stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(c.closeCtx, cancel)
+	return wctx, func() { unhook(); cancel() }
+}
 
 func (c *Client) isClosed() bool {
 	c.mu.Lock()

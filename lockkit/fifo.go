@@ -43,7 +43,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 		contended bool
 		queued    bool // the token may be in the queue (or hold the lock): leave on the way out
 		w         backend.QueueWaiter
-		lastSent  time.Time // the send of the last attempt that found the token queued
+		wctx      context.Context // ctx, also ended by Close; made at the first wait
 	)
 	defer func() {
 		if w != nil {
@@ -62,7 +62,11 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 		hold.End(o, err)
 		return nil, ctx, err
 	}
-	take := func(r backend.QueueResult, base time.Time) (*Lease, context.Context, error) {
+	// take turns a grant this attempt observed into a lease. rejoin is
+	// true when a handed-over lock expired before it could be extended:
+	// the token is no longer the holder, and the next attempt rejoins the
+	// queue (the wait goes on within MaxWait and ctx).
+	take := func(r backend.QueueResult, base time.Time) (lease *Lease, fctx context.Context, err error, rejoin bool) {
 		// base is a local time no later than the server's start of the
 		// lock's LockTTL: the lease is trusted until base + LockTTL − drift.
 		validUntil := base.Add(r.LockTTL - d.drift)
@@ -88,11 +92,13 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 				case err == nil && ok:
 					validUntil = esent.Add(p.TTL - d.drift)
 				case err == nil:
-					queued = true // expired under us: leave, and hand on whatever is free
-					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: the handed-over lock expired before it could be extended", l.key, ErrUnavailable))
+					// Expired under us (a paused waiter): not a grant any
+					// more. The next attempt rejoins at the tail.
+					return nil, nil, nil, true
 				case time.Until(validUntil) <= 0:
-					queued = true
-					return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w: extending a handed-over lock: %w", l.key, ErrUnavailable, err))
+					// Unknown whether it is still held: the next attempt
+					// finds out (and retries the backend as any attempt).
+					return nil, nil, nil, true
 				}
 			}
 		}
@@ -102,15 +108,15 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 		// grant refuses a grant that came too late to trust (validUntil
 		// passed): it gives the lock back through the queue, which hands it
 		// on, so there is nothing left to leave.
-		lease, fctx, err := l.grant(ctx, hctx, hold, be, granted{
+		lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{
 			token: token, fence: r.Fence, validUntil: validUntil, attempts: attempts, contended: contended,
 			queue: q, firstRenew: firstRenew,
 		}, forDo)
 		if err != nil && err != ErrClosed {
 			queued = false
-			return fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
+			lease, fctx, err = fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
 		}
-		return lease, fctx, err
+		return lease, fctx, err, false
 	}
 	for {
 		attempts++
@@ -118,8 +124,21 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 		r, err := q.QueueAcquire(actx, req)
 		if err == nil && r.Granted {
 			// A direct grant has the full TTL from this send; a handover
-			// found here has LockTTL left, measured after this send.
-			return take(r, sent)
+			// found here has LockTTL left, measured after this send. This
+			// attempt observed the grant itself: only such a grant (or a
+			// successful extend) is trusted; a push is a wake-up only.
+			lease, fctx, err, rejoin := take(r, sent)
+			if !rejoin {
+				return lease, fctx, err
+			}
+			queued = true
+			if ctx.Err() != nil {
+				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
+			}
+			if mw := p.Retry.MaxWait; mw > 0 && time.Since(start) >= mw {
+				return fail(telemetry.OutcomeTimeout, l.finalError(ErrNotAcquired, attempts, start, true))
+			}
+			continue
 		}
 		var wait time.Duration
 		if err != nil {
@@ -135,7 +154,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 			}
 			wait = policy.FIFOFallback
 		} else {
-			queued, lastSent = true, sent
+			queued = true
 			if attempts == 1 {
 				contended = true
 			}
@@ -158,25 +177,33 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 			}
 			wait = min(wait, left)
 		}
-		var cause string
+		// The wait's own error, never the last attempt's: a backend error
+		// is retried after the wait, not read as the ctx ending.
+		var (
+			cause string
+			werr  error
+		)
 		if w != nil {
-			if g, ok := w.Granted(); ok {
-				return take(g, lastSent)
+			if wctx == nil {
+				var stop func()
+				wctx, stop = c.waitCtx(ctx)
+				defer stop()
 			}
-			cause, err = w.Wait(ctx, wait)
-		} else if !sleepCtx(ctx, wait) {
-			err = ctx.Err()
+			cause, werr = w.Wait(wctx, wait)
+		} else if !c.pause(ctx, wait) {
+			werr = ErrClosed
 		}
-		if err != nil {
+		if werr != nil || ctx.Err() != nil {
+			if ctx.Err() == nil { // the client closed: leave the queue
+				return fail(telemetry.OutcomeClosed, ErrClosed)
+			}
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 		if w != nil {
-			if g, ok := w.Granted(); ok {
-				// The push carried the grant: the lock was handed over
-				// after lastSent, the send that found the token queued.
-				hold.Queued(0, cause)
-				return take(g, lastSent)
-			}
+			// A push (a handover's included) only wakes the token: the
+			// next attempt finds the grant and measures its TTL itself, so
+			// a push from an earlier handover, delivered late after the
+			// token rejoined, is never taken as a grant.
 			hold.Queued(0, cause)
 		}
 	}

@@ -168,7 +168,10 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 			return fail(attemptOutcome(err, ended), l.finalError(err, attempts, start, true))
 		}
 		hold.Retry(attempts, wait, attemptOutcome(err, telemetry.OutcomeContended))
-		if !sleepCtx(ctx, wait) {
+		if !c.pause(ctx, wait) {
+			if ctx.Err() == nil { // the client closed
+				return fail(telemetry.OutcomeClosed, ErrClosed)
+			}
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 	}

@@ -42,14 +42,18 @@ func (s *LeaseSet) Leases() []*Lease {
 }
 
 // Lease is the lease of l, which must be one of the locks given to DoAll;
-// nil otherwise.
+// nil otherwise. A lock is found by its client and key, whichever binding
+// of its domain made it: DoAll holds one lease per key.
 func (s *LeaseSet) Lease(l Locker) *Lease {
 	if s == nil || l == nil {
 		return nil
 	}
 	k := l.lockkitLock()
+	if k.d == nil {
+		return nil
+	}
 	for _, lease := range s.leases {
-		if lease.lock.d == k.d && lease.lock.key == k.key {
+		if lease.lock.d.c == k.d.c && lease.lock.key == k.key {
 			return lease
 		}
 	}
@@ -192,7 +196,10 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 		if !ok {
 			return nil, nil, fmt.Errorf("lockkit: DoAll: gave up after %d attempt(s) at the set in %v: %w", attempts, time.Since(start).Round(time.Millisecond), err)
 		}
-		if !sleepCtx(ctx, wait) {
+		if !set[0].d.c.pause(ctx, wait) {
+			if ctx.Err() == nil { // the client closed
+				return nil, nil, ErrClosed
+			}
 			return nil, nil, fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
 		}
 	}

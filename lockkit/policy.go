@@ -1,7 +1,6 @@
 package lockkit
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -207,18 +206,6 @@ func (s *retrySchedule) next() (time.Duration, telemetry.Outcome, bool) {
 		wait = min(wait, left)
 	}
 	return wait, 0, true
-}
-
-// sleepCtx waits d, or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // newBackOff returns a fresh backoff for one acquisition: backoff state must
