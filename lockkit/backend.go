@@ -17,8 +17,9 @@ import (
 // Client puts each node's breaker in front of it (Router names the Cluster
 // master of a key).
 type redisBackend struct {
-	rdb        redis.UniversalClient
-	cluster    *redis.ClusterClient // nil unless rdb is one
+	rdb        redis.UniversalClient // lockkit's own client (ownClient), or the caller's
+	own        bool                  // rdb is lockkit's own: Close closes it
+	cluster    *redis.ClusterClient  // nil unless rdb is one
 	name       string
 	cmdTimeout time.Duration
 	fifo       fifoState // FIFO waiting's Notifier (backend_fifo.go)
@@ -39,8 +40,9 @@ type clusterBackend struct{ *redisBackend }
 const wholeCluster = "cluster"
 
 func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) backend.Backend {
-	b := &redisBackend{rdb: rdb, cmdTimeout: cmdTimeout, name: "redis"}
-	switch c := rdb.(type) {
+	b := &redisBackend{cmdTimeout: cmdTimeout, name: "redis"}
+	b.rdb, b.own = ownClient(rdb, cmdTimeout)
+	switch c := b.rdb.(type) {
 	case *redis.ClusterClient:
 		b.cluster, b.name = c, wholeCluster
 		return clusterBackend{b}
@@ -86,16 +88,13 @@ func (b *redisBackend) Acquire(ctx context.Context, req *backend.Request) (int64
 	case req.Replicas > 0:
 		n, err = b.acquireReplicated(ctx, keys, req)
 	case req.Fencing:
-		n, err = acquireScript.Run(ctx, b.rdb, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = runOnce(ctx, b.rdb, acquireScript, acquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
 		// Lua call (about a fifth of an uncontended acquire+release).
-		var ok bool
-		ok, err = b.rdb.SetNX(ctx, keys[0], holder.Value(req.Token, req.Holder), req.TTL).Result()
-		if err == nil && !ok {
-			err = redis.Nil
-		}
+		// A reply other than OK is redis.Nil: not set.
+		err = once(ctx, b.rdb, "set", keys[0], holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
 	}
 	if err == redis.Nil {
 		return 0, backend.ErrContended
@@ -126,7 +125,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = releaseScript.Run(rctx, b.rdb, keys[:1], p.Token).Result()
+	_, _ = runOnce(rctx, b.rdb, releaseScript, releaseSrc, keys[:1], p.Token).Result()
 	if werr != nil {
 		return 0, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
 	}
@@ -137,7 +136,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 // node that owns keys[0], with EVAL after a NOSCRIPT. WAIT has no key: on a
 // Cluster it must go to the master that took the write.
 func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, src string, keys []string, args []any, replicas int, timeout time.Duration) (acq, wait *redis.Cmd, err error) {
-	var node redis.Cmdable = b.rdb
+	var node redis.UniversalClient = b.rdb
 	if b.cluster != nil {
 		m, err := b.cluster.MasterForKey(ctx, keys[0])
 		if err != nil {
@@ -152,9 +151,11 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 			return nil
 		})
 	}
-	run(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, script.Hash(), keys, args...) })
+	run(func(pipe redis.Pipeliner) *redis.Cmd {
+		return once(ctx, pipe, scriptArgs("evalsha", script.Hash(), keys, args)...)
+	})
 	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
-		run(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+		run(func(pipe redis.Pipeliner) *redis.Cmd { return once(ctx, pipe, scriptArgs("eval", src, keys, args)...) })
 	}
 	return acq, wait, nil
 }
@@ -206,7 +207,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) 
 	if replicas > 0 {
 		fences, err = b.acquireAllReplicated(ctx, keys, args, reqs, replicas, timeout)
 	} else {
-		fences, err = acquireAllScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+		fences, err = runOnce(ctx, b.rdb, acquireAllScript, acquireAllSrc, keys, args...).Int64Slice()
 	}
 	switch {
 	case err == redis.Nil:
@@ -240,7 +241,7 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
 	for _, req := range reqs {
-		_, _ = releaseScript.Run(rctx, b.rdb, []string{req.Key}, req.Token).Result()
+		_, _ = runOnce(rctx, b.rdb, releaseScript, releaseSrc, []string{req.Key}, req.Token).Result()
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
@@ -249,19 +250,23 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := extendScript.Run(ctx, b.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
+	n, err := runOnce(ctx, b.rdb, extendScript, extendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
 func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := releaseScript.Run(ctx, b.rdb, []string{key}, token).Int64()
+	n, err := runOnce(ctx, b.rdb, releaseScript, releaseSrc, []string{key}, token).Int64()
 	return n == 1, err
 }
 
 func (b *redisBackend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
 
-// Close closes the FIFO Notifier, if any; the go-redis client is the caller's.
+// Close closes the FIFO Notifier, if any, and lockkit's own client (the
+// caller's client stays open: it is the caller's).
 func (b *redisBackend) Close() error {
 	b.closeNotifier()
+	if b.own {
+		return b.rdb.Close()
+	}
 	return nil
 }

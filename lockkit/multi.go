@@ -274,7 +274,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 		// every token we may now hold, in the background (as attempt does).
 		c.background(func() {
 			for i, l := range set {
-				l.releaseToken(ctx, c.be, reqs[i].Token)
+				l.giveBack(ctx, c.be, reqs[i].Token)
 			}
 		})
 		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
@@ -298,7 +298,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 				from, o = i+1, telemetry.OutcomeClosed
 			}
 			for j := i + 1; j < n; j++ {
-				set[j].releaseToken(ctx, c.be, reqs[j].Token)
+				_, _ = set[j].releaseToken(ctx, c.be, reqs[j].Token)
 			}
 			end(from, o, err)
 			return leases, fctxs, err
