@@ -17,9 +17,8 @@ import (
 // Client puts each node's breaker in front of it (Router names the Cluster
 // master of a key).
 type redisBackend struct {
-	rdb        redis.UniversalClient // lockkit's own client (ownClient), or the caller's
-	own        bool                  // rdb is lockkit's own: Close closes it
-	cluster    *redis.ClusterClient  // nil unless rdb is one
+	rdb        redis.UniversalClient
+	cluster    *redis.ClusterClient // nil unless rdb is one
 	name       string
 	cmdTimeout time.Duration
 	fifo       fifoState // FIFO waiting's Notifier (backend_fifo.go)
@@ -40,9 +39,8 @@ type clusterBackend struct{ *redisBackend }
 const wholeCluster = "cluster"
 
 func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) backend.Backend {
-	b := &redisBackend{cmdTimeout: cmdTimeout, name: "redis"}
-	b.rdb, b.own = ownClient(rdb, cmdTimeout)
-	switch c := b.rdb.(type) {
+	b := &redisBackend{rdb: rdb, cmdTimeout: cmdTimeout, name: "redis"}
+	switch c := rdb.(type) {
 	case *redis.ClusterClient:
 		b.cluster, b.name = c, wholeCluster
 		return clusterBackend{b}
@@ -261,12 +259,8 @@ func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, er
 
 func (b *redisBackend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
 
-// Close closes the FIFO Notifier, if any, and lockkit's own client (the
-// caller's client stays open: it is the caller's).
+// Close closes the FIFO Notifier, if any; the go-redis client is the caller's.
 func (b *redisBackend) Close() error {
 	b.closeNotifier()
-	if b.own {
-		return b.rdb.Close()
-	}
 	return nil
 }

@@ -4,54 +4,50 @@ import (
 	"context"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/backend"
 	"github.com/redis/go-redis/v9"
 )
 
-// Guarantee 7 with any go-redis client (docs/semantics.md, "The client you
-// pass"). go-redis re-sends a command after a network error or a read
-// timeout (MaxRetries, 3 by default; a Cluster client also retries on
-// another node up to MaxRedirects), and bounds I/O by ReadTimeout (3s)
-// rather than the ctx deadline unless ContextTimeoutEnabled is on. Lockkit's
-// commands are not idempotent: a re-sent acquire finds the key held by its
-// own token (reported as contention, the key held by a lease nobody owns), a
-// re-sent release finds it gone (reported as a loss). So:
+// No replay behind lockkit's back (docs/semantics.md, guarantee 7, "The
+// go-redis client"). go-redis re-sends a command after a network error or a
+// read timeout (MaxRetries, 3 by default; a Cluster client also retries on
+// the same node, then another, up to MaxRedirects). Lockkit's commands are
+// not idempotent: a re-sent acquire finds the key held by its own token
+// (reported as contention, the key held by a lease nobody owns), a re-sent
+// release finds it gone (reported as a loss). So every state-changing
+// command is sent as a onceCmd: go-redis never re-sends a command whose
+// NoRetry is true once it may have reached the server, on any client type.
+// A MOVED, ASK, READONLY or NOSCRIPT reply still leads to a new send: the
+// server did not run it.
 //
-//   - the backend runs on its own client built from the caller's options
-//     (ownClient): MaxRetries -1, ContextTimeoutEnabled on, one dial attempt
-//     of at most the command timeout; its pool is separate and closed with
-//     the Client;
-//   - every state-changing command is sent as a onceCmd, which go-redis
-//     never re-sends once it may have reached the server (its NoRetry flag),
-//     on any client type, a Cluster's redirect loop included. A MOVED, ASK or
-//     NOSCRIPT reply still leads to a new send: the server did not run it.
+// The caller's client is used as it is (its hooks, its Sentinel failover
+// tracking, its Cluster slot map): a copy built from its Options would lose
+// all three. What the copy would have fixed is the I/O bound: go-redis
+// bounds a command by the ctx deadline only with ContextTimeoutEnabled, and
+// by ReadTimeout (3s by default) otherwise. New warns once when it is off
+// (warnClient).
 
-// ownClient is a client like rdb, configured so that every command is sent
-// at most once and bounded by its ctx deadline. Other client types (a Ring,
-// a user's own UniversalClient) are used as they are: onceCmd still keeps
-// them from re-sending, but their I/O bound is their own ReadTimeout.
-func ownClient(rdb redis.UniversalClient, cmdTimeout time.Duration) (redis.UniversalClient, bool) {
+// warnClient warns, through the Client's logger, when rdb ignores ctx
+// deadlines, so a stalled server holds a command for its ReadTimeout rather
+// than the command timeout.
+func warnClient(rdb redis.UniversalClient, cfg backend.Config) {
+	if cfg.Warn == nil {
+		return
+	}
+	var on bool
+	var read time.Duration
 	switch c := rdb.(type) {
 	case *redis.Client:
-		o := *c.Options()
-		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
-		o.DialerRetries, o.DialTimeout = 1, boundDial(o.DialTimeout, cmdTimeout)
-		return redis.NewClient(&o), true
+		on, read = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
 	case *redis.ClusterClient:
-		o := *c.Options()
-		o.MaxRetries, o.ContextTimeoutEnabled = -1, true
-		o.DialerRetries, o.DialTimeout = 1, boundDial(o.DialTimeout, cmdTimeout)
-		return redis.NewClusterClient(&o), true
+		on, read = c.Options().ContextTimeoutEnabled, c.Options().ReadTimeout
+	default:
+		return
 	}
-	return rdb, false
-}
-
-// boundDial is a dial timeout no longer than the command timeout (a command
-// that has to dial first is still bounded by it).
-func boundDial(dial, cmdTimeout time.Duration) time.Duration {
-	if dial <= 0 || dial > cmdTimeout {
-		return cmdTimeout
+	if !on && read > cfg.CommandTimeout {
+		cfg.Warn("lockkit: the go-redis client has ContextTimeoutEnabled off, so a stalled Redis holds each lock command for the client's ReadTimeout, not the command timeout; set ContextTimeoutEnabled: true in its options",
+			"read_timeout", read, "command_timeout", cfg.CommandTimeout)
 	}
-	return dial
 }
 
 // onceCmd is a command go-redis sends at most once (see above).
