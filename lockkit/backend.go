@@ -102,16 +102,13 @@ func (b *redisBackend) Acquire(ctx context.Context, req *backend.Request) (int64
 	case req.Replicas > 0:
 		n, err = b.acquireReplicated(ctx, keys, req)
 	case req.Fencing:
-		n, err = acquireScript.Run(ctx, b.rdb, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = runOnce(ctx, b.rdb, acquireScript, acquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
 		// Lua call (about a fifth of an uncontended acquire+release).
-		var ok bool
-		ok, err = b.rdb.SetNX(ctx, keys[0], holder.Value(req.Token, req.Holder), req.TTL).Result()
-		if err == nil && !ok {
-			err = redis.Nil
-		}
+		// A reply other than OK is redis.Nil: not set.
+		err = once(ctx, b.rdb, "set", keys[0], holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
 	}
 	if err == redis.Nil {
 		return 0, backend.ErrContended
@@ -142,7 +139,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = releaseScript.Run(rctx, b.rdb, keys[:1], p.Token).Result()
+	_, _ = runOnce(rctx, b.rdb, releaseScript, releaseSrc, keys[:1], p.Token).Result()
 	if werr != nil {
 		return 0, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
 	}
@@ -153,7 +150,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 // node that owns keys[0], with EVAL after a NOSCRIPT. WAIT has no key: on a
 // Cluster it must go to the master that took the write.
 func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, src string, keys []string, args []any, replicas int, timeout time.Duration) (acq, wait *redis.Cmd, err error) {
-	var node redis.Cmdable = b.rdb
+	var node redis.UniversalClient = b.rdb
 	if b.cluster != nil {
 		m, err := b.cluster.MasterForKey(ctx, keys[0])
 		if err != nil {
@@ -168,9 +165,11 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 			return nil
 		})
 	}
-	run(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, script.Hash(), keys, args...) })
+	run(func(pipe redis.Pipeliner) *redis.Cmd {
+		return once(ctx, pipe, scriptArgs("evalsha", script.Hash(), keys, args)...)
+	})
 	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
-		run(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+		run(func(pipe redis.Pipeliner) *redis.Cmd { return once(ctx, pipe, scriptArgs("eval", src, keys, args)...) })
 	}
 	return acq, wait, nil
 }
@@ -222,7 +221,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) 
 	if replicas > 0 {
 		fences, err = b.acquireAllReplicated(ctx, keys, args, reqs, replicas, timeout)
 	} else {
-		fences, err = acquireAllScript.Run(ctx, b.rdb, keys, args...).Int64Slice()
+		fences, err = runOnce(ctx, b.rdb, acquireAllScript, acquireAllSrc, keys, args...).Int64Slice()
 	}
 	switch {
 	case err == redis.Nil:
@@ -256,7 +255,7 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
 	for _, req := range reqs {
-		_, _ = releaseScript.Run(rctx, b.rdb, []string{req.Key}, req.Token).Result()
+		_, _ = runOnce(rctx, b.rdb, releaseScript, releaseSrc, []string{req.Key}, req.Token).Result()
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
@@ -265,7 +264,7 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := extendScript.Run(ctx, b.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
+	n, err := runOnce(ctx, b.rdb, extendScript, extendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, err
 }
 
@@ -294,7 +293,7 @@ func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, tt
 }
 
 func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := releaseScript.Run(ctx, b.rdb, []string{key}, token).Int64()
+	n, err := runOnce(ctx, b.rdb, releaseScript, releaseSrc, []string{key}, token).Int64()
 	return n == 1, err
 }
 

@@ -104,6 +104,7 @@ func redisSpec(rdb redis.UniversalClient) backend.Spec {
 		return backend.Spec{Err: fmt.Errorf("lockkit: New: %w", err)}
 	}
 	return backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
+		warnClient(rdb, cfg)
 		return newRedisBackend(rdb, cfg.CommandTimeout), nil
 	}}
 }

@@ -220,7 +220,7 @@ func (c *Client) open(spec backend.Spec) error {
 	if spec.Open == nil {
 		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.Backend(pool))")
 	}
-	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
+	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard, Warn: c.log.Warn})
 	if err != nil {
 		return err
 	}

@@ -413,7 +413,7 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 func (l *Lease) releaseUntracked() {
 	l.state = released
 	l.cancel(errReleased)
-	l.lock.releaseToken(context.Background(), l.be, l.token)
+	_, _ = l.lock.releaseToken(context.Background(), l.be, l.token)
 }
 
 // run is the body of Do and TryDo: fn under the lease, then release. It

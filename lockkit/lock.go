@@ -215,7 +215,7 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be backend.Backen
 	if time.Until(validUntil) <= 0 {
 		// The reply came too late to trust: the key may already have
 		// expired. Give it back and count it as a backend failure.
-		l.releaseToken(ctx, be, g.token)
+		_, _ = l.releaseToken(ctx, be, g.token)
 		if !g.validUntil.IsZero() {
 			return nil, ctx, fmt.Errorf("%w: the grant came too late to trust (TTL %v less drift)", ErrUnavailable, p.TTL)
 		}
@@ -297,10 +297,10 @@ func (l Lock) attempt(ctx context.Context, be backend.Backend, token string) (in
 		// Refused before anything was sent: there is nothing to clean up.
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	default:
-		// The script may have run even though the reply was lost: release
-		// the token we may now hold, or it blocks others until its TTL. In
-		// the background, so a hung server does not double the wait.
-		d.c.background(func() { l.releaseToken(ctx, be, token) })
+		// The script may have run even though the reply was lost: give
+		// back the token we may now hold, or it blocks others until its
+		// TTL. In the background, so a hung server does not double the wait.
+		d.c.background(func() { l.giveBack(ctx, be, token) })
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 }
@@ -318,16 +318,48 @@ func (c *Client) holderOf(ctx context.Context) string {
 }
 
 // releaseToken is a best-effort owner-checked delete, for an acquisition
-// that will not become a lease.
-func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string) {
+// that will not become a lease. held is whether the token held the key; err
+// is set when no answer came.
+func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string) (held bool, err error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
 	if q := l.d.c.queueOf(be); q != nil && l.d.policy.Wait == WaitFIFO {
 		// Leave the queue too, and hand the lock on if it was ours.
-		_, _ = q.QueueRelease(rctx, l.key, token, "")
-		return
+		return q.QueueRelease(rctx, l.key, token, "")
 	}
-	_, _ = be.Release(rctx, l.key, token)
+	return be.Release(rctx, l.key, token)
+}
+
+// giveBack releases the token of an acquire whose outcome is unknown (its
+// reply was lost or came after the command timeout). One release is not
+// enough: a server that stalled (SIGSTOP, a long fork) answers neither the
+// acquire nor the release, and runs the acquire when it wakes, after the
+// release timed out. So the release is repeated, with backoff, until it
+// removes the key, or twice answers that the token holds nothing (the
+// second at least a command timeout after the first, so that an acquire
+// still on its way is caught), or the TTL has passed (the key is gone by
+// then anyway), or the client closed.
+func (l Lock) giveBack(ctx context.Context, be backend.Backend, token string) {
+	c := l.d.c
+	until := time.Now().Add(l.d.policy.TTL)
+	wait, misses := c.cmdTimeout/2, 0
+	for {
+		held, err := l.releaseToken(ctx, be, token)
+		if err == nil {
+			if held {
+				return
+			}
+			if misses++; misses == 2 {
+				return
+			}
+			wait = max(wait, c.cmdTimeout)
+		}
+		if c.isClosed() || time.Now().Add(wait).After(until) {
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // finalError describes an acquisition that ended without a lease. A lone

@@ -296,13 +296,12 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 		end(0, attemptOutcome(err, telemetry.OutcomeContended), err)
 		return nil, nil, err
 	default:
-		// The script may have run even though the reply was lost: release
-		// every token we may now hold, in the background (as attempt does).
-		c.background(func() {
-			for i, l := range set {
-				l.releaseToken(ctx, c.be, reqs[i].Token)
-			}
-		})
+		// The script may have run even though the reply was lost: give
+		// back every token we may now hold, in the background and each on
+		// its own (as attempt does).
+		for i, l := range set {
+			c.background(func() { l.giveBack(ctx, c.be, reqs[i].Token) })
+		}
 		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
 		if ctx.Err() != nil {
 			end(0, ctxOutcome(ctx), err)
@@ -324,7 +323,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 				from, o = i+1, telemetry.OutcomeClosed
 			}
 			for j := i + 1; j < n; j++ {
-				set[j].releaseToken(ctx, c.be, reqs[j].Token)
+				_, _ = set[j].releaseToken(ctx, c.be, reqs[j].Token)
 			}
 			end(from, o, err)
 			return leases, fctxs, err

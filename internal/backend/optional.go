@@ -105,6 +105,9 @@ type Config struct {
 	// Guard wraps a member backend of a quorum backend in its own circuit
 	// breaker, named name, with the Client's telemetry.
 	Guard func(name string, member Backend) Backend
+	// Warn logs a warning about the backend's configuration through the
+	// Client's logger (once, at New). Nil logs nothing.
+	Warn func(msg string, args ...any)
 }
 
 // Spec is how a public constructor (lockkit.Redis, lockkit.Redlock,

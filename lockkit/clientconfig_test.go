@@ -1,0 +1,166 @@
+package lockkit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// stallBound is how long past the command timeout a call on a paused server
+// may take: generous for a loaded 2-core machine, far below go-redis's own
+// 3s read timeout and its retries (the history: 8.003s).
+const stallBound = 1500 * time.Millisecond
+
+// The go-redis clients users build, as the README and docs/deployments.md
+// build them (no MaxRetries, no ContextTimeoutEnabled), and with retries
+// raised: on a paused server no acquire is re-sent behind lockkit's back, the
+// call is ErrUnavailable (never contention), and the key it may have taken is
+// given back. The call returns within the command timeout when the client
+// has ContextTimeoutEnabled, within its ReadTimeout otherwise.
+func TestStalledServerUserClients(t *testing.T) {
+	const cmdTimeout = 300 * time.Millisecond
+	cases := []struct {
+		name  string
+		setup func(t *testing.T) (rdb redis.UniversalClient, pause, resume func(), keys func(ctx context.Context, pattern string) []string)
+	}{
+		{"default", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			r := testserver.StartRedis(t)
+			rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+		}},
+		{"ParseURL", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			r := testserver.StartRedis(t)
+			o, err := redis.ParseURL("redis://" + r.Addr() + "/0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			rdb := redis.NewClient(o)
+			t.Cleanup(func() { rdb.Close() })
+			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+		}},
+		{"MaxRetries5", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			r := testserver.StartRedis(t)
+			rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: 5})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+		}},
+		{"ContextTimeoutEnabled", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			r := testserver.StartRedis(t)
+			rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+		}},
+		{"Sentinel", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			r := testserver.StartRedis(t)
+			s := testserver.StartSentinel(t, r, "mymaster", 1)
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: []string{s.Addr()}})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+		}},
+		{"Cluster", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			cl := testserver.StartCluster(t, 3)
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+			t.Cleanup(func() { rdb.Close() })
+			check := cl.Client(t)
+			pause := func() {
+				for _, n := range cl.Nodes() {
+					n.Pause(t)
+				}
+			}
+			resume := func() {
+				for _, n := range cl.Nodes() {
+					n.Resume(t)
+				}
+			}
+			return rdb, pause, resume, func(ctx context.Context, pattern string) []string {
+				var out []string
+				_ = check.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+					ks, err := m.Keys(ctx, pattern).Result()
+					out = append(out, ks...)
+					return err
+				})
+				return out
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, pause, resume, keys := tc.setup(t)
+			c := newClientOver(t, rdb, WithCommandTimeout(cmdTimeout))
+			// go-redis bounds I/O by the ctx deadline only with
+			// ContextTimeoutEnabled; otherwise by ReadTimeout (3s by
+			// default), and New warns (warnClient).
+			bound := cmdTimeout
+			switch c := rdb.(type) {
+			case *redis.Client:
+				if !c.Options().ContextTimeoutEnabled {
+					bound = c.Options().ReadTimeout
+				}
+			case *redis.ClusterClient:
+				if !c.Options().ContextTimeoutEnabled {
+					bound = c.Options().ReadTimeout
+				}
+			}
+			for _, fencing := range []bool{false, true} {
+				d := c.Domain(DomainSpec{Name: "stall", Prefix: "lock:" + t.Name() + ":" + map[bool]string{false: "plain", true: "fenced"}[fencing] + ":", Policy: Policy{TTL: 10 * time.Second, Fencing: fencing}})
+				if d.Err() != nil {
+					t.Fatal(d.Err())
+				}
+				// Warm the pool: the stall must hit an open connection.
+				if err := lockOn(d, "warm").TryDo(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
+					t.Fatalf("warm-up: %v", err)
+				}
+				pause()
+				start := time.Now()
+				err := lockOn(d, "stalled").TryDo(t.Context(), func(context.Context, *Lease) error { return nil })
+				took := time.Since(start)
+				// Stay paused a while: a replay queued behind the stall
+				// would run at the resume.
+				time.Sleep(time.Until(start.Add(bound + stallBound)))
+				resume()
+				t.Logf("fencing=%v: TryDo on a paused server: %v after %v", fencing, err, took.Round(time.Millisecond))
+				if !errors.Is(err, ErrUnavailable) {
+					t.Errorf("fencing=%v: TryDo on a paused server = %v, want ErrUnavailable", fencing, err)
+				}
+				if took > bound+stallBound {
+					t.Errorf("fencing=%v: TryDo on a paused server took %v, want at most %v + %v", fencing, took, bound, stallBound)
+				}
+				// The key the stalled acquire may have taken is given
+				// back; poll a while (the give-back runs once the server
+				// answers).
+				ctx := t.Context()
+				var held []string
+				for range 40 {
+					held = nil
+					for _, k := range keys(ctx, "lock:"+t.Name()+"*") {
+						if !strings.HasSuffix(k, fenceSuffix) {
+							held = append(held, k)
+						}
+					}
+					if len(held) == 0 {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if len(held) > 0 {
+					t.Errorf("fencing=%v: 2s after the resume keys are still held by a lease nobody owns: %v", fencing, held)
+				}
+				if err := lockOn(d, "stalled").TryDo(ctx, func(context.Context, *Lease) error { return nil }); err != nil {
+					t.Errorf("fencing=%v: after the resume the key is not free: %v", fencing, err)
+				}
+			}
+		})
+	}
+}
+
+func keysOn(rdb *redis.Client) func(context.Context, string) []string {
+	return func(ctx context.Context, pattern string) []string {
+		return rdb.Keys(ctx, pattern).Val()
+	}
+}
