@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -21,12 +21,12 @@ import (
 // way for all of them, and reports the same errors: contention is
 // ErrNotAcquired, a backend failure ErrUnavailable, a loss ErrLockLost.
 type Backend struct {
-	spec backend.Spec
+	spec driver.Spec
 }
 
 func init() {
-	backend.Public = func(s backend.Spec) any { return Backend{spec: s} }
-	backend.DoOn = func(ctx context.Context, lock any, be backend.Backend, fn any) error {
+	driver.Public = func(s driver.Spec) any { return Backend{spec: s} }
+	driver.DoOn = func(ctx context.Context, lock any, be driver.Backend, fn any) error {
 		l, ok := lock.(Lock)
 		if !ok {
 			return fmt.Errorf("lockkit: DoOn: %T is not a lockkit.Lock", lock)
@@ -93,17 +93,17 @@ func Redis(rdb redis.UniversalClient) Backend {
 // that many of its own replicas acknowledged.
 func Redlock(nodes ...redis.UniversalClient) Backend {
 	if len(nodes) == 0 {
-		return Backend{spec: backend.Spec{Err: errors.New("lockkit: Redlock needs its nodes: lockkit.Redlock(node0, node1, node2) runs Redlock over 3")}}
+		return Backend{spec: driver.Spec{Err: errors.New("lockkit: Redlock needs its nodes: lockkit.Redlock(node0, node1, node2) runs Redlock over 3")}}
 	}
 	return Backend{spec: redlockSpec(nodes)}
 }
 
 // redisSpec is the backend of one go-redis client.
-func redisSpec(rdb redis.UniversalClient) backend.Spec {
+func redisSpec(rdb redis.UniversalClient) driver.Spec {
 	if rdb == nil {
-		return backend.Spec{Err: errors.New("lockkit: New: nil redis client")}
+		return driver.Spec{Err: errors.New("lockkit: New: nil redis client")}
 	}
-	return backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
+	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		return newRedisBackend(rdb, cfg.CommandTimeout), nil
 	}}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/lockkit/lockkit/internal/obs"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
@@ -31,10 +31,10 @@ const SupportPackageIsVersion1 = true
 // Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         backend.Backend // guarded by the Client's breakers (a quorum backend: its members)
-	noFencing  error           // why fencing domains are refused, for a backend that cannot fence
-	queue      backend.Queue   // the guarded backend's FIFO queues; nil when it keeps none
-	noQueue    error           // why FIFO domains are refused, when queue is nil
+	be         driver.Backend // guarded by the Client's breakers (a quorum backend: its members)
+	noFencing  error          // why fencing domains are refused, for a backend that cannot fence
+	queue      driver.Queue   // the guarded backend's FIFO queues; nil when it keeps none
+	noQueue    error          // why FIFO domains are refused, when queue is nil
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -175,25 +175,25 @@ func New(b Backend, opts ...Option) (*Client, error) {
 // open opens spec's backend and puts the Client's breakers in front of it:
 // one per node (per Cluster master), or, for a quorum backend, one per
 // member, through cfg.Guard.
-func (c *Client) open(spec backend.Spec) error {
+func (c *Client) open(spec driver.Spec) error {
 	if spec.Err != nil {
 		return spec.Err
 	}
 	if spec.Open == nil {
 		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.Backend(pool))")
 	}
-	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
+	be, err := spec.Open(driver.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
 	if err != nil {
 		return err
 	}
-	if r, ok := be.(backend.FencingRefuser); ok {
+	if r, ok := be.(driver.FencingRefuser); ok {
 		c.noFencing = r.FencingError()
 	}
-	if _, ok := be.(backend.Quorum); ok {
+	if _, ok := be.(driver.Quorum); ok {
 		c.noQueue = errors.New("wait fifo is not available on Redlock: the queue lives on one deployment, and over N independent nodes there is no single order to be first in (N queues can disagree, and the head of a majority need not exist); use wait poll, or the Redis backend")
 	} else {
 		name := spec.Name
-		if n, ok := be.(backend.Named); ok {
+		if n, ok := be.(driver.Named); ok {
 			name = n.Name()
 		}
 		g := c.guard(name, be).(*guarded)

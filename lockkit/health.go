@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 )
 
 // Health is a point-in-time report on the backend, as served by
@@ -57,7 +57,7 @@ func (c *Client) Health(ctx context.Context) Health {
 		}
 	}
 	tolerated := 0
-	if q, ok := c.be.(backend.Quorum); ok {
+	if q, ok := c.be.(driver.Quorum); ok {
 		tolerated = q.Tolerated()
 	}
 	if len(open) > tolerated {

@@ -33,7 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/lockkit"
 )
@@ -67,11 +67,11 @@ func Backend(pool *pgxpool.Pool, opts ...Option) lockkit.Backend {
 			opt.set(&o)
 		}
 	}
-	spec := backend.Spec{Name: "postgres"}
+	spec := driver.Spec{Name: "postgres"}
 	if pool == nil {
 		spec.Err = errors.New("lockkit: postgres.Backend: nil pool")
 	} else {
-		spec.Open = func(backend.Config) (backend.Backend, error) {
+		spec.Open = func(driver.Config) (driver.Backend, error) {
 			b, err := pgbackend.New(pool, o)
 			if err != nil {
 				return nil, err
@@ -80,7 +80,7 @@ func Backend(pool *pgxpool.Pool, opts ...Option) lockkit.Backend {
 			return pgBackend{Backend: b, name: fmt.Sprintf("postgres(%s:%d/%s)", cfg.Host, cfg.Port, cfg.Database)}, nil
 		}
 	}
-	return backend.Public(spec).(lockkit.Backend)
+	return driver.Public(spec).(lockkit.Backend)
 }
 
 // pgBackend adds what the Client asks of a backend besides I/O: its name,

@@ -8,7 +8,7 @@
 // The vocabulary is shared: a held lock is ErrContended; anything else a
 // backend returns is a failure of the backend (the Client reports it as
 // lockkit.ErrUnavailable).
-package backend
+package driver
 
 import (
 	"context"
