@@ -1,5 +1,9 @@
-// Package backend is the seam between lockkit's Client and the stores that
-// hold leases. A backend does one deployment's I/O and nothing else: take a
+// Package driver is the public seam between lockkit's Client and the stores
+// that hold leases: a backend (the store's I/O), the request it serves, the
+// error vocabulary it answers in, and the Capabilities it declares. A
+// backend may live outside this module; it imports this package and its
+// store's client, never lockkit, and passes driver/drivertest.
+// A backend does one deployment's I/O and nothing else: take a
 // key (issuing its fence, where it issues one), keep it alive, give it back,
 // and answer a ping. Retry, circuit breakers, telemetry, lease tracking,
 // renewal and local deadlines are applied once, by the Client, for every
@@ -7,7 +11,9 @@
 //
 // The vocabulary is shared: a held lock is ErrContended; anything else a
 // backend returns is a failure of the backend (the Client reports it as
-// lockkit.ErrUnavailable).
+// lockkit.ErrUnavailable). A backend classifies its own errors for the
+// Client's circuit breaker: Failure marks a server failure the breaker
+// counts, Capacity a local shortage (no free connection) it does not.
 package driver
 
 import (
@@ -62,4 +68,90 @@ type Backend interface {
 	// Close frees what the backend holds of its own (sessions, goroutines).
 	// It does not close the clients it was given.
 	Close() error
+
+	// Capabilities declares what the backend can and cannot do. It is
+	// read once, when the Client opens the backend, and must not change.
+	Capabilities() Capabilities
 }
+
+// Capabilities is what a backend declares about its store, in one value: the
+// TTLs it keeps, whether it issues fences, and which optional operations it
+// has. A flag for an optional operation (FairQueue, Batching, Routing) is a
+// promise that the backend implements its interface (Queue, Batcher,
+// Router); the Client refuses to open a backend whose flags and methods
+// disagree.
+type Capabilities struct {
+	// Name names the store the backend talks to (an address, a deployment):
+	// the name of its circuit breaker and health entry. "" uses the Spec's
+	// Name.
+	Name string
+
+	// MinTTL is the shortest TTL the store keeps; a domain with a shorter
+	// one is refused, naming it. 0 means 1ms.
+	MinTTL time.Duration
+	// TTLGranularity is the unit the store counts TTLs in; a domain's TTL
+	// must be a whole multiple of it. 0 means 1ms.
+	TTLGranularity time.Duration
+	// MaxTTL is the longest TTL the store keeps; 0 means no limit.
+	MaxTTL time.Duration
+
+	// Fences reports whether Acquire issues fences worth the name
+	// (strictly increasing per key). When false, NoFences says why, and
+	// the Client refuses fencing domains with it.
+	Fences   bool
+	NoFences string
+
+	// FairQueue: the backend implements Queue (FIFO waiting with push
+	// wake-up).
+	FairQueue bool
+	// Batching: the backend implements Batcher (several keys in one
+	// atomic step).
+	Batching bool
+	// Routing: the backend implements Router; the Client keeps one breaker
+	// per node it names.
+	Routing bool
+
+	// Quorum marks a backend built from member backends that it decides
+	// over by majority (Redlock). Its members were guarded by Config.Guard,
+	// each with its own breaker, when it was opened; the Client does not
+	// guard it as a whole, and its health stays green while at most
+	// Tolerated member breakers are open.
+	Quorum    bool
+	Tolerated int
+}
+
+// ErrFailure is matched by an error that a backend marked with Failure.
+var ErrFailure = errors.New("lockkit: server failure")
+
+// ErrCapacity is matched by an error that a backend marked with Capacity.
+var ErrCapacity = errors.New("lockkit: no local capacity")
+
+// Failure marks err as the store's failure to serve locks now (shutting
+// down, starting up, connection lost), which the Client's breaker counts.
+// Network errors and context deadlines are recognised without it. The
+// message is err's; errors.Is matches ErrFailure and err's chain.
+func Failure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return marked{err, ErrFailure}
+}
+
+// Capacity marks err as a local shortage (no free pool connection): the
+// Client reports it as unavailable but does not count it against the
+// breaker, as the server is fine. errors.Is matches ErrCapacity and err's
+// chain.
+func Capacity(err error) error {
+	if err == nil {
+		return nil
+	}
+	return marked{err, ErrCapacity}
+}
+
+type marked struct {
+	error
+	mark error
+}
+
+func (m marked) Unwrap() error        { return m.error }
+func (m marked) Is(target error) bool { return target == m.mark }

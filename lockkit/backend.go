@@ -26,7 +26,6 @@ type redisBackend struct {
 
 var (
 	_ driver.Backend = (*redisBackend)(nil)
-	_ driver.Named   = (*redisBackend)(nil)
 	_ driver.Router  = clusterBackend{}
 	_ driver.Batcher = (*redisBackend)(nil)
 )
@@ -50,9 +49,23 @@ func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) driver
 	return b
 }
 
-// Name is the node's address (a plain client), "redis" (another universal
-// client) or "cluster": the breaker of keys whose master is unknown.
-func (b *redisBackend) Name() string { return b.name }
+// Capabilities: named after the node's address (a plain client), "redis"
+// (another universal client) or "cluster" (the breaker of keys whose master
+// is unknown); TTLs in whole milliseconds (PX); fences; FIFO queues; sets in
+// one script.
+func (b *redisBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Name: b.name, MinTTL: time.Millisecond, TTLGranularity: time.Millisecond,
+		Fences: true, FairQueue: true, Batching: true,
+	}
+}
+
+// Capabilities: a Cluster also routes each key to its master's breaker.
+func (b clusterBackend) Capabilities() driver.Capabilities {
+	c := b.redisBackend.Capabilities()
+	c.Routing = true
+	return c
+}
 
 // cheapDeadlines marks a backend whose client reads a ctx's deadline into
 // its connection deadlines, so the Client bounds its commands with

@@ -31,10 +31,11 @@ const SupportPackageIsVersion1 = true
 // Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         driver.Backend // guarded by the Client's breakers (a quorum backend: its members)
-	noFencing  error          // why fencing domains are refused, for a backend that cannot fence
-	queue      driver.Queue   // the guarded backend's FIFO queues; nil when it keeps none
-	noQueue    error          // why FIFO domains are refused, when queue is nil
+	be         driver.Backend      // guarded by the Client's breakers (a quorum backend: its members)
+	noFencing  error               // why fencing domains are refused, for a backend that cannot fence
+	caps       driver.Capabilities // what the backend declared when it was opened
+	queue      driver.Queue        // the guarded backend's FIFO queues; nil when it keeps none
+	noQueue    error               // why FIFO domains are refused, when queue is nil
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -127,11 +128,15 @@ func WithBreaker(s breaker.Settings) Option {
 }
 
 // New returns a client whose locks live in b: lockkit.Redis(rdb),
-// lockkit.Redlock(nodes...) or postgres.Backend(pool). It opens no
+// lockkit.Redlock(nodes...), postgres.New(pool), or any backend written
+// against package driver. The Client applies retries, circuit breakers (one
+// per node), telemetry, lease tracking, renewal and deadlines the same way
+// for every backend, and reports the same errors: contention is
+// ErrNotAcquired, a backend failure ErrUnavailable, a loss ErrLockLost. It opens no
 // connections of its own and does not close the clients b was made from. It
 // reads the LOCKKIT_TTL_* environment variables once and fails if one of them
 // is invalid.
-func New(b Backend, opts ...Option) (*Client, error) {
+func New(b driver.Spec, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
 		cmdTimeout: DefaultCommandTimeout,
@@ -157,7 +162,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 			userOnChange(name, from, to)
 		}
 	}
-	if err := c.open(b.spec); err != nil {
+	if err := c.open(b); err != nil {
 		return nil, err
 	}
 	ttlEnv, err := readTTLOverrides(environ())
@@ -180,21 +185,30 @@ func (c *Client) open(spec driver.Spec) error {
 		return spec.Err
 	}
 	if spec.Open == nil {
-		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.Backend(pool))")
+		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.New(pool))")
 	}
 	be, err := spec.Open(driver.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard})
 	if err != nil {
 		return err
 	}
-	if r, ok := be.(driver.FencingRefuser); ok {
-		c.noFencing = r.FencingError()
+	caps := be.Capabilities()
+	if err := checkCapabilities(spec.Name, be, caps); err != nil {
+		_ = be.Close()
+		return err
 	}
-	if _, ok := be.(driver.Quorum); ok {
+	c.caps = caps
+	if !caps.Fences {
+		c.noFencing = fmt.Errorf("fencing is not available on the %s backend", spec.Name)
+		if caps.NoFences != "" {
+			c.noFencing = errors.New(caps.NoFences)
+		}
+	}
+	if caps.Quorum {
 		c.noQueue = errors.New("wait fifo is not available on Redlock: the queue lives on one deployment, and over N independent nodes there is no single order to be first in (N queues can disagree, and the head of a majority need not exist); use wait poll, or the Redis backend")
 	} else {
 		name := spec.Name
-		if n, ok := be.(driver.Named); ok {
-			name = n.Name()
+		if caps.Name != "" {
+			name = caps.Name
 		}
 		g := c.guard(name, be).(*guarded)
 		if g.queue != nil {
@@ -205,6 +219,28 @@ func (c *Client) open(spec driver.Spec) error {
 		be = g
 	}
 	c.be = be
+	return nil
+}
+
+// checkCapabilities refuses a backend whose declared capabilities and
+// methods disagree: a flag for an optional operation is a promise that the
+// backend implements its interface.
+func checkCapabilities(name string, be driver.Backend, caps driver.Capabilities) error {
+	missing := func(flag, iface string) error {
+		return fmt.Errorf("lockkit: New: the %s backend declares %s but does not implement driver.%s", name, flag, iface)
+	}
+	if _, ok := be.(driver.Queue); caps.FairQueue && !ok {
+		return missing("FairQueue", "Queue")
+	}
+	if _, ok := be.(driver.Batcher); caps.Batching && !ok {
+		return missing("Batching", "Batcher")
+	}
+	if _, ok := be.(driver.Router); caps.Routing && !ok {
+		return missing("Routing", "Router")
+	}
+	if caps.MinTTL < 0 || caps.TTLGranularity < 0 || caps.MaxTTL < 0 || (caps.MaxTTL > 0 && caps.MaxTTL < caps.MinTTL) {
+		return fmt.Errorf("lockkit: New: the %s backend declares impossible TTL limits (min %v, granularity %v, max %v)", name, caps.MinTTL, caps.TTLGranularity, caps.MaxTTL)
+	}
 	return nil
 }
 

@@ -26,10 +26,8 @@ import (
 type guarded struct {
 	be         driver.Backend
 	c          *Client
-	name       string        // the breaker of the whole deployment
-	router     driver.Router // nil: one breaker
-	capacity   driver.Capacity
-	classifier driver.Classifier
+	name       string         // the breaker of the whole deployment
+	router     driver.Router  // nil: one breaker
 	batcher    driver.Batcher // nil: sets are taken one by one
 	queue      driver.Queue   // nil: be keeps no FIFO queues
 	cheap      bool           // be takes deadlines without timers (go-redis)
@@ -41,18 +39,23 @@ type guarded struct {
 }
 
 // errServerFailure is what the breaker is told of a failure that only the
-// backend recognises (driver.Classifier); the caller gets the real error.
+// backend marked (driver.Failure); the caller gets the real error.
 var errServerFailure = fmt.Errorf("lockkit: the backend reported a server failure: %w", io.ErrUnexpectedEOF)
 
 // guard wraps be in breakers named after name (or its nodes), registered
 // with c for health reports and telemetry.
 func (c *Client) guard(name string, be driver.Backend) driver.Backend {
 	g := &guarded{be: be, c: c, name: name, cmdTimeout: c.cmdTimeout, byNode: make(map[string]*circuit.Breaker)}
-	g.router, _ = be.(driver.Router)
-	g.capacity, _ = be.(driver.Capacity)
-	g.classifier, _ = be.(driver.Classifier)
-	g.batcher, _ = be.(driver.Batcher)
-	g.queue, _ = be.(driver.Queue)
+	caps := be.Capabilities()
+	if caps.Routing {
+		g.router, _ = be.(driver.Router)
+	}
+	if caps.Batching {
+		g.batcher, _ = be.(driver.Batcher)
+	}
+	if caps.FairQueue {
+		g.queue, _ = be.(driver.Queue)
+	}
 	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
 		g.named(name, true)
@@ -187,9 +190,9 @@ func (g *guarded) verdict(err error) error {
 	switch {
 	case err == nil, errors.Is(err, driver.ErrContended):
 		return nil
-	case g.capacity != nil && g.capacity.IsCapacity(err):
+	case errors.Is(err, driver.ErrCapacity):
 		return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
-	case g.classifier != nil && g.classifier.IsFailure(err):
+	case errors.Is(err, driver.ErrFailure):
 		return errServerFailure
 	}
 	return err
@@ -247,5 +250,6 @@ func (g *guarded) Release(ctx context.Context, key, token string) (bool, error) 
 	return g.be.Release(ctx, key, token)
 }
 
-func (g *guarded) Ping(ctx context.Context) error { return g.be.Ping(ctx) }
-func (g *guarded) Close() error                   { return g.be.Close() }
+func (g *guarded) Ping(ctx context.Context) error    { return g.be.Ping(ctx) }
+func (g *guarded) Close() error                      { return g.be.Close() }
+func (g *guarded) Capabilities() driver.Capabilities { return g.be.Capabilities() }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/driver"
 )
 
 // Health is a point-in-time report on the backend, as served by
@@ -56,10 +55,7 @@ func (c *Client) Health(ctx context.Context) Health {
 			open = append(open, b.Name())
 		}
 	}
-	tolerated := 0
-	if q, ok := c.be.(driver.Quorum); ok {
-		tolerated = q.Tolerated()
-	}
+	tolerated := c.caps.Tolerated
 	if len(open) > tolerated {
 		h.Healthy = false
 		if h.Error == "" {

@@ -2,6 +2,7 @@ package lockkit
 
 import (
 	"context"
+	"github.com/lockkit/lockkit/driver"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -35,7 +36,7 @@ func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Cli
 }
 
 // newClientOn is newClient over any backend, closed with the test.
-func newClientOn(t *testing.T, be Backend, opts ...Option) *Client {
+func newClientOn(t *testing.T, be driver.Spec, opts ...Option) *Client {
 	t.Helper()
 	c, err := New(be, append([]Option{WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {

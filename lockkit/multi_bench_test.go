@@ -63,9 +63,9 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 	if batcherFor([]Lock{x, y}) == nil {
 		b.Fatal("the set is not batched")
 	}
-	c1, err := New(Backend{spec: driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
+	c1, err := New(driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		return oneByOne{newRedisBackend(rdb, cfg.CommandTimeout)}, nil
-	}}})
+	}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -108,3 +108,10 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 type oneByOne struct{ driver.Backend }
 
 func (oneByOne) cheapDeadlines() {} // as the Redis backend it wraps
+
+// Capabilities are the Redis backend's, without batching or a queue.
+func (b oneByOne) Capabilities() driver.Capabilities {
+	c := b.Backend.Capabilities()
+	c.Batching, c.FairQueue = false, false
+	return c
+}

@@ -125,9 +125,7 @@ type redlockNode struct {
 }
 
 var (
-	_ driver.Backend        = (*redlockBackend)(nil)
-	_ driver.Quorum         = (*redlockBackend)(nil)
-	_ driver.FencingRefuser = (*redlockBackend)(nil)
+	_ driver.Backend = (*redlockBackend)(nil)
 )
 
 // redlockSpec is the Redlock backend over nodes.
@@ -203,12 +201,16 @@ var _ nodeReporter = (*redlockBackend)(nil)
 // Close stops the idle workers.
 func (b *redlockBackend) Close() error { b.workers.stop(); return nil }
 
-// Tolerated: locks are still granted while a majority's breakers are
-// closed, so health stays green with up to N − quorum nodes open.
-func (b *redlockBackend) Tolerated() int { return len(b.nodes) - b.quorum }
-
-// FencingError refuses fencing domains (see errRedlockFencing).
-func (b *redlockBackend) FencingError() error { return errRedlockFencing }
+// Capabilities: a quorum whose health stays green with up to N − quorum
+// node breakers open (locks are still granted while a majority's breakers
+// are closed); no fences (see errRedlockFencing), no queue, no batching.
+func (b *redlockBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Name: "redlock", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond,
+		NoFences: errRedlockFencing.Error(),
+		Quorum:   true, Tolerated: len(b.nodes) - b.quorum,
+	}
+}
 
 // acquire is one attempt; each node's outcome becomes a
 // lockkit.redlock.node event on the acquire span in ctx.

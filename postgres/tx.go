@@ -59,7 +59,7 @@ func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ct
 		}
 	}()
 	tb := &txBackend{tx: tx}
-	return driver.DoOn(ctx, lock, tb, func(fctx context.Context, lease *lockkit.Lease) error {
+	return lockkit.DoOn(ctx, lock, tb, func(fctx context.Context, lease *lockkit.Lease) error {
 		if err := fn(fctx, tx, lease); err != nil {
 			return err
 		}
@@ -109,3 +109,8 @@ func (b *txBackend) Release(context.Context, string, string) (bool, error) { ret
 
 func (b *txBackend) Ping(ctx context.Context) error { return nil }
 func (b *txBackend) Close() error                   { return nil }
+
+// Capabilities: the transaction's lock, fenced from the fence table.
+func (b *txBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Name: "postgres(tx)", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true}
+}

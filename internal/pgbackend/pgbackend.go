@@ -634,3 +634,9 @@ func sqlState(err error) string {
 	}
 	return ""
 }
+
+// Capabilities: TTLs (idle_session_timeout) in whole milliseconds; fences
+// from the fence table; no queue or batching.
+func (b *Backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true}
+}
