@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,9 @@ type Error struct {
 
 // Error names the resource and both fences.
 func (e *Error) Error() string {
+	if e == nil {
+		return "lockkit: write fenced off (nil *fence.Error)"
+	}
 	return fmt.Sprintf("lockkit: write to %s fenced off: fence %d is below the resource's fence %d (a newer lock holder has written)",
 		e.Resource, e.Fence, e.Current)
 }
@@ -57,6 +61,9 @@ func Set(ctx context.Context, rdb redis.Scripter, key, value string, fence int64
 	if fence <= 0 {
 		return fmt.Errorf("lockkit: fenced set %s: fence %d is not a fencing number (> 0); is fencing on for the lock's domain?", key, fence)
 	}
+	if isNil(rdb) {
+		return fmt.Errorf("lockkit: fenced set %s: the Redis client is nil", key)
+	}
 	res, err := fencedSetScript.Run(ctx, rdb, []string{key}, value, strconv.FormatInt(fence, 10)).Slice()
 	if err != nil {
 		return fmt.Errorf("lockkit: fenced set %s: %w", key, err)
@@ -83,6 +90,9 @@ var fencedGetScript = redis.NewScript(`return redis.call('HMGET', KEYS[1], 'valu
 // Get reads what Set stored at key: the value and the fence it
 // was written with. A key never written returns an error matching redis.Nil.
 func Get(ctx context.Context, rdb redis.Scripter, key string) (value string, fence int64, err error) {
+	if isNil(rdb) {
+		return "", 0, fmt.Errorf("lockkit: fenced get %s: the Redis client is nil", key)
+	}
 	res, err := fencedGetScript.Run(ctx, rdb, []string{key}).Slice()
 	if err != nil {
 		return "", 0, fmt.Errorf("lockkit: fenced get %s: %w", key, err)
@@ -115,3 +125,17 @@ var (
 	fencedSetSrc    string
 	fencedSetScript = redis.NewScript(fencedSetSrc)
 )
+
+// isNil reports whether v is nil or a typed nil pointer in an interface (a
+// nil *redis.Client passed as a redis.Scripter), which would panic on use.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return rv.IsNil()
+	}
+	return false
+}

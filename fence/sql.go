@@ -101,6 +101,9 @@ func (t Table) Update(ctx context.Context, db Execer, key any, fence int64, set 
 	if err != nil {
 		return err
 	}
+	if isNil(db) {
+		return fmt.Errorf("lockkit: fenced update %s: the Execer (db) is nil", t.row(key))
+	}
 	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
 		return fmt.Errorf("lockkit: fenced update %s: %w", t.row(key), err)

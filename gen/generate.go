@@ -3,6 +3,7 @@ package gen
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"go/format"
 	"go/token"
@@ -21,6 +22,11 @@ import (
 type Options struct {
 	// Package overrides the file's package name when not empty.
 	Package string
+	// Config is the schema's path as the header records it, when not
+	// empty; the default is the path the schema was loaded from. Run gives
+	// the path relative to the generated file's directory, so the header
+	// is the same from whatever directory the generator runs.
+	Config string
 }
 
 //go:embed locks.go.tmpl
@@ -31,6 +37,14 @@ var tmpl = template.Must(template.New("locks").Parse(locksTemplate))
 // Generate returns the gofmt'd Go source of the typed helpers for f. It is
 // pure: the same file gives the same bytes, and nothing is written.
 func Generate(f *schema.File, opts Options) ([]byte, error) {
+	if f == nil {
+		return nil, errors.New("gen: Generate: the schema file is nil; load one with schema.Load or schema.Parse")
+	}
+	for i, d := range f.Domains {
+		if d == nil {
+			return nil, fmt.Errorf("gen: Generate: domain %d of %d is nil", i+1, len(f.Domains))
+		}
+	}
 	pkg := f.Package
 	if opts.Package != "" {
 		pkg = opts.Package
@@ -39,7 +53,11 @@ func Generate(f *schema.File, opts Options) ([]byte, error) {
 		return nil, err
 	}
 	v := newFileView(f, pkg)
-	v.Command = command(f.Path, opts.Package)
+	config := f.Path
+	if opts.Config != "" {
+		config = opts.Config
+	}
+	v.Command = command(config, opts.Package)
 	var buf bytes.Buffer
 	if err := tmpl.Execute(&buf, v); err != nil {
 		return nil, fmt.Errorf("executing the template: %v", err)

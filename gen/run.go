@@ -63,6 +63,14 @@ func Run(args []string, stderr io.Writer) int {
 		}
 	}
 
+	if same, err := sameFile(*config, *out); err != nil {
+		logger.Print(err)
+		return 2
+	} else if same {
+		logger.Printf("-out %s names the schema file itself; writing there would replace the schema with Go code", *out)
+		return 2
+	}
+
 	f, err := schema.Load(*config)
 	if err != nil {
 		var errs schema.Errors
@@ -75,7 +83,7 @@ func Run(args []string, stderr io.Writer) int {
 		}
 		return 1
 	}
-	src, err := Generate(f, Options{Package: *pkg})
+	src, err := Generate(f, Options{Package: *pkg, Config: headerConfig(*config, *out)})
 	if err != nil {
 		logger.Print(err)
 		return 1
@@ -100,6 +108,44 @@ func Run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// sameFile reports whether config and out name one file: the same path once
+// cleaned, or (when both exist) the same file through links or other
+// spellings.
+func sameFile(config, out string) (bool, error) {
+	ac, err1 := filepath.Abs(config)
+	ao, err2 := filepath.Abs(out)
+	if err1 == nil && err2 == nil && ac == ao {
+		return true, nil
+	}
+	ci, err := os.Stat(config)
+	if err != nil {
+		return false, nil // Load reports a missing schema
+	}
+	oi, err := os.Stat(out)
+	if err != nil {
+		return false, nil // a new output file cannot be the schema
+	}
+	return os.SameFile(ci, oi), nil
+}
+
+// headerConfig is the schema's path as the generated header records it:
+// relative to the directory of the generated file, with forward slashes, so
+// that `go generate` (which runs in that directory) and `lockkit-gen -check`
+// run from anywhere else produce the same bytes. It falls back to config as
+// given when no relative path exists (another volume).
+func headerConfig(config, out string) string {
+	ac, err1 := filepath.Abs(config)
+	ao, err2 := filepath.Abs(out)
+	if err1 != nil || err2 != nil {
+		return config
+	}
+	rel, err := filepath.Rel(filepath.Dir(ao), ac)
+	if err != nil {
+		return config
+	}
+	return filepath.ToSlash(rel)
 }
 
 // writeFile replaces path with data through a temporary file in the same

@@ -181,31 +181,93 @@ func (p *parser) checkDomains() {
 				d.label, d.Pattern, key, strings.Join(params, "}, {"), asIn(params))
 		}
 	}
+	// Overlaps: one message per domain, naming the first earlier domain it
+	// overlaps in full and at most maxOthers more. Patterns that are the same
+	// key language (the same literals and parameter classes, as a pattern
+	// repeated through a YAML alias is) overlap without a search, and the
+	// search stops after maxOverlapMessages domains, so neither the work nor
+	// the output grows past a bound however many domains overlap.
+	const (
+		maxOthers          = 3
+		maxOverlapMessages = 20
+	)
+	canon := make([]string, len(valid))
 	for i, d := range valid {
-		// One message per domain: the first earlier domain in full, the others named.
+		canon[i] = canonicalPattern(d.Segments)
+	}
+	sameExample := map[string]string{} // canonical pattern -> an example key
+	reported := 0
+	for i, d := range valid {
+		if reported == maxOverlapMessages {
+			p.add(d.PatternPos, "%s and the %d domains after it were not checked for overlaps: %d domains already overlap earlier ones; fix those first",
+				d.label, len(valid)-i-1, reported)
+			break
+		}
 		var first *domainEntry
 		var example string
 		var others []string
+		more := 0
 		for j, prev := range valid[:i] {
-			key, ok := automata[j].overlap(automata[i])
+			var key string
+			var ok bool
+			if canon[j] == canon[i] {
+				key, ok = sameExample[canon[i]]
+				if !ok {
+					key, ok = automata[j].overlap(automata[i])
+					sameExample[canon[i]] = key
+				}
+			} else {
+				key, ok = automata[j].overlap(automata[i])
+			}
 			switch {
 			case !ok:
 			case first == nil:
 				first, example = prev, key
-			default:
+			case len(others) < maxOthers:
 				others = append(others, fmt.Sprintf("%s (line %d)", prev.label, prev.Pos.Line))
+			default:
+				more++
 			}
 		}
 		if first == nil {
 			continue
 		}
+		reported++
 		also := ""
+		if more > 0 {
+			others = append(others, fmt.Sprintf("%d more", more))
+		}
 		if len(others) > 0 {
 			also = "; it also overlaps " + joinAnd(others)
 		}
 		p.add(d.PatternPos, "%s: pattern %q can produce the same key as %s (line %d, pattern %q), e.g. %q%s; change the literal parts so that no key fits both",
 			d.label, d.Pattern, first.label, first.Pos.Line, first.Pattern, p.fullKey(example), also)
 	}
+}
+
+// canonicalPattern names a pattern's key language: its literals, and each
+// parameter by the class of bytes its encoding uses. Two patterns with the
+// same canonical form produce the same keys.
+func canonicalPattern(segs []Segment) string {
+	var b strings.Builder
+	for _, s := range segs {
+		if !s.IsParam() {
+			b.WriteString(s.Literal)
+			continue
+		}
+		b.WriteByte(0)
+		switch s.Type {
+		case TypeString:
+			b.WriteByte('s')
+		default:
+			if strings.HasPrefix(string(s.Type), "uint") {
+				b.WriteByte('u')
+			} else {
+				b.WriteByte('i')
+			}
+		}
+	}
+	return b.String()
 }
 
 // asIn shows the fix for two ambiguous parameters.

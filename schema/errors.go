@@ -70,5 +70,32 @@ func (l *errorList) result() error {
 		}
 		return a.Col < b.Col
 	})
+	// The same problem at the same place (one YAML node reached through
+	// many aliases) is reported once, with the count.
+	var out Errors
+	for i := 0; i < len(l.errs); {
+		j := i + 1
+		for j < len(l.errs) && l.errs[j].Pos == l.errs[i].Pos && l.errs[j].Msg == l.errs[i].Msg {
+			j++
+		}
+		e := l.errs[i]
+		if n := j - i; n > 1 {
+			e.Msg += fmt.Sprintf(" (found %d times here: once for each use of this YAML node through an alias)", n)
+		}
+		out = append(out, e)
+		i = j
+	}
+	// A cap on the output: a broken file gets its first problems, not
+	// megabytes of them.
+	if len(out) > maxErrors {
+		rest := len(out) - maxErrors
+		last := out[maxErrors-1]
+		out = append(out[:maxErrors:maxErrors], &Error{File: l.file, Pos: last.Pos,
+			Msg: fmt.Sprintf("and %d more problems not shown; fix these first", rest)})
+	}
+	l.errs = out
 	return l.errs
 }
+
+// maxErrors is how many problems one file reports at most.
+const maxErrors = 50

@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -268,4 +270,63 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// aliasedDomains is a schema of n domains that are one YAML node reached
+// through aliases: tiny to write, and every pair overlaps.
+func aliasedDomains(n int) []byte {
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: locks\ndefaults: {ttl: 10s}\ndomains:\n  - &d {pattern: \"table:{id}\"}\n")
+	for i := 1; i < n; i++ {
+		b.WriteString("  - *d\n")
+	}
+	return []byte(b.String())
+}
+
+// TestOverlapOutputIsBounded: 1,000 aliased domains (7 kB of YAML) used to
+// print 12.9 MB of errors (every domain listing every earlier one, N²); the
+// report is now capped: a few lines, each short, and the same problem at one
+// node reported once with its count.
+func TestOverlapOutputIsBounded(t *testing.T) {
+	for _, n := range []int{300, 1000, 3000} {
+		_, err := Parse("lockkit.yaml", aliasedDomains(n))
+		var errs Errors
+		if !errors.As(err, &errs) {
+			t.Fatalf("%d domains: %v, want Errors", n, err)
+		}
+		text := err.Error()
+		if len(errs) > maxErrors+1 || len(text) > 20_000 {
+			t.Errorf("%d domains: %d errors, %d bytes of text", n, len(errs), len(text))
+		}
+		for _, e := range errs {
+			if len(e.Msg) > 1000 {
+				t.Errorf("%d domains: a %d-byte message: %.200s…", n, len(e.Msg), e.Msg)
+			}
+		}
+		if !strings.Contains(text, fmt.Sprintf("found %d times here", n-1)) {
+			t.Errorf("%d domains: the repeated name clash is not grouped with its count:\n%.600s", n, text)
+		}
+		if !strings.Contains(text, "were not checked for overlaps") || !strings.Contains(text, "more") {
+			t.Errorf("%d domains: no cap on overlap messages:\n%.600s", n, text)
+		}
+	}
+}
+
+// TestManyDistinctOverlapsBounded: distinct patterns that all overlap (every
+// literal prefix of one parameter) stop being searched after the cap, and
+// each message names at most a few other domains.
+func TestManyDistinctOverlapsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("version: 1\npackage: locks\ndefaults: {ttl: 10s}\ndomains:\n")
+	for i := range 500 {
+		fmt.Fprintf(&b, "  - {pattern: \"{id}x%d\", name: d%d}\n", i, i)
+		fmt.Fprintf(&b, "  - {pattern: \"{id}\", name: e%d}\n", i)
+	}
+	_, err := Parse("lockkit.yaml", []byte(b.String()))
+	if err == nil {
+		t.Fatal("overlapping domains accepted")
+	}
+	if text := err.Error(); len(text) > 20_000 {
+		t.Errorf("%d bytes of errors", len(text))
+	}
 }

@@ -3,6 +3,8 @@ package schema
 import (
 	"bytes"
 	_ "embed"
+	"fmt"
+	"io"
 	"os"
 	"slices"
 	"time"
@@ -57,6 +59,9 @@ type Domain struct {
 
 // Params returns the domain's parameters in pattern order.
 func (d *Domain) Params() []Segment {
+	if d == nil {
+		return nil
+	}
 	var ps []Segment
 	for _, s := range d.Segments {
 		if s.IsParam() {
@@ -162,12 +167,38 @@ const (
 	DefaultRetryJitter     = policy.DefaultJitter
 )
 
+// maxFileSize bounds how much of a schema file Load reads: a schema is a few
+// kilobytes, and a path such as /dev/zero or a mistaken binary must not be
+// read without end.
+const maxFileSize = 1 << 20
+
 // Load reads and parses the schema file at path. A read failure is returned
-// as is; problems in the file as Errors.
+// as is; problems in the file as Errors. A file larger than 1 MiB (or one
+// that never ends, such as /dev/zero) is refused without reading the rest.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readLimited(path, maxFileSize)
 	if err != nil {
 		return nil, err
 	}
 	return Parse(path, data)
+}
+
+// readLimited reads path, refusing it once more than limit bytes have come.
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s: is a directory, not a schema file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes; a lockkit schema is a small YAML file (is -config the right file?)", path, limit)
+	}
+	return data, nil
 }

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -187,4 +189,111 @@ func TestInspectClusterAndSentinel(t *testing.T) {
 		t.Fatalf("sentinel: exit %d: %s", code, errOut)
 	}
 	checkTable(t, out)
+}
+
+// TestInspectNeverAnsweredIsAnError: a Redis that never answers (nothing
+// listens, a Unix socket that does not exist, a Sentinel nobody runs) is
+// exit 1 whatever -timeout is; with a 1 s timeout it used to print "no live
+// locks" and exit 0, reading the error at its deadline as "stopped at the
+// timeout".
+func TestInspectNeverAnsweredIsAnError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	// A listener that accepts and never answers: a stalled server.
+	stall, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stall.Close()
+	go func() {
+		for {
+			c, err := stall.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"refused", []string{"-redis-url", "redis://" + dead}},
+		{"stalled", []string{"-redis-url", "redis://" + stall.Addr().String()}},
+		{"bad socket", []string{"-redis-url", "unix:///nonexistent/redis.sock"}},
+		{"no sentinel", []string{"-sentinel", dead, "-master", "mymaster"}},
+	} {
+		for _, timeout := range []string{"300ms", "1s"} {
+			args := append([]string{"inspect", "-config", schemaFile, "-timeout", timeout}, c.args...)
+			code, out, errOut := runCmd(t, nil, args...)
+			if code != 1 || strings.Contains(out, "no live locks") || errOut == "" {
+				t.Errorf("%s, -timeout %s: exit %d, stdout %q, stderr %q; want exit 1 and the reason", c.name, timeout, code, out, errOut)
+			}
+		}
+	}
+}
+
+// TestInspectExactKeysAndLongTTLs: a key with bytes that are not UTF-8
+// round-trips through -json (key_base64 beside the readable key), and a TTL
+// past ~292 years is shown as what it is, not "no expiry".
+func TestInspectExactKeysAndLongTTLs(t *testing.T) {
+	testserver.RequireRedis(t)
+	srv := testserver.StartRedis(t)
+	rdb := srv.Client(t)
+	ctx := tctx(t)
+	tok := strings.Repeat("B", 26)
+	bad := "lock:{table:\xff\xfe}"
+	if err := rdb.Set(ctx, bad, holder.Encode(tok, holder.Holder{}), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	long := "lock:{table:forever}"
+	if err := rdb.Set(ctx, long, holder.Encode(tok, holder.Holder{}), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	const ms = int64(1) << 62 // ~146 million years
+	if err := rdb.Do(ctx, "PEXPIRE", long, ms).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCmd(t, nil, "inspect", "-config", schemaFile, "-redis-url", "redis://"+srv.Addr(), "-json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep struct {
+		Locks []struct {
+			Key       string
+			KeyBase64 string `json:"key_base64"`
+			TTLMs     int64  `json:"ttl_ms"`
+			Problem   string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	found := 0
+	for _, l := range rep.Locks {
+		switch {
+		case l.KeyBase64 != "":
+			raw, err := base64.StdEncoding.DecodeString(l.KeyBase64)
+			if err != nil || string(raw) != bad {
+				t.Errorf("key_base64 %q decodes to %q, want %q", l.KeyBase64, raw, bad)
+			}
+			found++
+		case l.Key == long:
+			if l.TTLMs < ms-60_000 || strings.Contains(l.Problem, "no expiry") {
+				t.Errorf("long TTL: ttl_ms %d, problem %q; want about %d", l.TTLMs, l.Problem, ms)
+			}
+			found++
+		}
+	}
+	if found != 2 {
+		t.Fatalf("found %d of the 2 keys in %s", found, out)
+	}
+	code, out, _ = runCmd(t, nil, "inspect", "-config", schemaFile, "-redis-url", "redis://"+srv.Addr())
+	if code != 0 || !strings.Contains(out, "53375995583d") {
+		t.Errorf("table: exit %d, want the long TTL in days:\n%s", code, out)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -111,6 +112,10 @@ func traceText(l Lock) string {
 func ttlText(ms int64) string {
 	if ms < 0 {
 		return "none"
+	}
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		// Past ~292 years a time.Duration overflows: say it in days.
+		return strconv.FormatInt(ms/(24*3600*1000), 10) + "d"
 	}
 	return (time.Duration(ms) * time.Millisecond).Round(100 * time.Millisecond).String()
 }

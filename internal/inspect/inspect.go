@@ -27,13 +27,16 @@ package inspect
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/holder"
@@ -67,9 +70,13 @@ type Options struct {
 
 // Lock is one live lock. JSON field names are stable.
 type Lock struct {
-	Domain string         `json:"domain"`
-	Key    string         `json:"key"`
-	Params map[string]any `json:"params"` // string, int64 or uint64 values
+	Domain string `json:"domain"`
+	Key    string `json:"key"`
+	// KeyBase64 is the key's exact bytes, base64 (standard encoding), when
+	// they are not valid UTF-8: JSON strings cannot carry such bytes, so
+	// Key holds U+FFFD in their place.
+	KeyBase64 string         `json:"key_base64,omitempty"`
+	Params    map[string]any `json:"params"` // string, int64 or uint64 values
 	// Token is the lease token: the lock's value up to the first ';'.
 	Token string `json:"token"`
 	// Holder is the holder description the runtime stored with the token;
@@ -295,6 +302,11 @@ func (in *Inspector) Inspect(ctx context.Context, rdb redis.UniversalClient, o O
 	case err == nil:
 	case ctx.Err() != nil:
 		return nil, err
+	case !run.answered.Load():
+		// The timeout came before Redis answered anything (unreachable,
+		// a bad socket, a Sentinel that never named a master): that is
+		// no listing at all, whatever the timeout.
+		return nil, fmt.Errorf("%w (no answer from Redis within %v)", err, o.Timeout)
 	case tctx.Err() != nil && errors.Is(context.Cause(tctx), errTimeout), !time.Now().Before(deadline):
 		// Our deadline: a network timeout at the deadline may come a
 		// moment before the context says so.
@@ -324,6 +336,9 @@ type run struct {
 	rep *Report
 	// full: the limit was reached with locks left over.
 	full bool
+	// answered: some SCAN got a reply. A timeout before any reply is Redis
+	// not answering (an error), not a listing cut short.
+	answered atomic.Bool
 }
 
 type cand struct {
@@ -355,6 +370,7 @@ func (r *run) scan(ctx context.Context, rdb redis.Cmdable, node string) error {
 		if err != nil {
 			return fmt.Errorf("SCAN %s: %w", nodeName(node), err)
 		}
+		r.answered.Store(true)
 		var cands []cand
 		skipped := 0
 		for _, k := range keys {
@@ -405,7 +421,7 @@ func nodeName(node string) string {
 func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands []cand) ([]Lock, int, error) {
 	type cmds struct {
 		cand
-		pttl  *redis.DurationCmd
+		pttl  *redis.Cmd // raw milliseconds: a DurationCmd overflows past ~292 years
 		val   *redis.StringCmd
 		fence *redis.StringCmd
 		queue *redis.IntCmd
@@ -416,7 +432,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 		k := c.key
 		cs = append(cs, cmds{
 			cand:  c,
-			pttl:  pipe.PTTL(ctx, k),
+			pttl:  pipe.Do(ctx, "PTTL", k),
 			val:   pipe.Get(ctx, k),
 			fence: pipe.Get(ctx, policy.FenceKey(k)),
 			queue: pipe.ZCard(ctx, k+fifo.QueueSuffix),
@@ -454,7 +470,7 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 		if !ok {
 			l.Problem = "value is not a lease token with a holder description: " + strconv.Quote(truncate(v, 80))
 		}
-		switch ttl, err := c.pttl.Result(); {
+		switch ttl, err := c.pttl.Int64(); {
 		case err != nil:
 			return nil, 0, fmt.Errorf("PTTL %s on %s: %w", c.key, nodeName(node), err)
 		case ttl == -2:
@@ -463,7 +479,10 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 			l.TTLMillis = -1
 			l.Problem = join(l.Problem, "no expiry")
 		default:
-			l.TTLMillis = ttl.Milliseconds()
+			l.TTLMillis = ttl
+		}
+		if !utf8.ValidString(c.key) {
+			l.KeyBase64 = base64.StdEncoding.EncodeToString([]byte(c.key))
 		}
 		switch fs, err := c.fence.Result(); {
 		case errors.Is(err, redis.Nil):

@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -40,8 +42,17 @@ import (
 // when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_METRICS_ENDPOINT is set,
 // through a periodic reader. The exporters read the rest of OTEL_EXPORTER_OTLP_*
 // themselves (headers, timeout, TLS, compression), the SDK reads OTEL_TRACES_SAMPLER,
-// OTEL_BSP_* and OTEL_METRIC_EXPORT_INTERVAL. OTEL_TRACES_EXPORTER or
-// OTEL_METRICS_EXPORTER set to "none" turns that signal off. Only the
+// OTEL_BSP_* and OTEL_METRIC_EXPORT_INTERVAL; Setup checks those numbers and
+// the certificate paths first, and returns an error naming a bad one (the SDK
+// would panic on a negative size, and a certificate path such as /dev/zero
+// would be read without end). OTEL_TRACES_EXPORTER or
+// OTEL_METRICS_EXPORTER set to "none" turns that signal off.
+//
+// OTEL_METRICS_EXPORTER=prometheus serves the metrics for a Prometheus scrape
+// instead, at http://OTEL_EXPORTER_PROMETHEUS_HOST:OTEL_EXPORTER_PROMETHEUS_PORT/metrics
+// (defaults localhost and 9464, as the OpenTelemetry specification names
+// them), through the OpenTelemetry Prometheus exporter; shutdown stops the
+// server. No OTLP endpoint is needed for it. Only the
 // http/protobuf protocol is supported: another OTEL_EXPORTER_OTLP_*PROTOCOL is an
 // error. The resource has service.name = serviceName, overridden by
 // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. The propagator is W3C trace
@@ -59,7 +70,7 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	if err != nil {
 		return nil, err
 	}
-	if !cfg.traces && !cfg.metrics {
+	if !cfg.traces && !cfg.metrics && cfg.prometheus == "" {
 		return func(context.Context) error { return nil }, nil
 	}
 
@@ -97,7 +108,15 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 		shutdowns = append(shutdowns, tp.Shutdown)
 	}
 	var mp *sdkmetric.MeterProvider
-	if cfg.metrics {
+	switch {
+	case cfg.prometheus != "":
+		reader, stop, err := servePrometheus(cfg.prometheus)
+		if err != nil {
+			return nil, errors.Join(err, shutdown(ctx))
+		}
+		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res))
+		shutdowns = append(shutdowns, mp.Shutdown, stop)
+	case cfg.metrics:
 		exp, err := otlpmetrichttp.New(ctx)
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("otelsetup: OTLP metric exporter: %w", err), shutdown(ctx))
@@ -123,10 +142,15 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 // error.
 func ExportConfigured() bool {
 	cfg, err := readEnv(os.Getenv)
-	return err == nil && (cfg.traces || cfg.metrics)
+	return err == nil && (cfg.traces || cfg.metrics || cfg.prometheus != "")
 }
 
-type envConfig struct{ traces, metrics bool }
+type envConfig struct {
+	traces, metrics bool
+	// prometheus is the host:port to serve /metrics on, when
+	// OTEL_METRICS_EXPORTER=prometheus.
+	prometheus string
+}
 
 func readEnv(getenv func(string) string) (envConfig, error) {
 	var cfg envConfig
@@ -137,10 +161,76 @@ func readEnv(getenv func(string) string) (envConfig, error) {
 	if cfg.traces, err = signalEnabled(getenv, "TRACES"); err != nil {
 		return cfg, err
 	}
-	if cfg.metrics, err = signalEnabled(getenv, "METRICS"); err != nil {
+	if strings.TrimSpace(getenv("OTEL_METRICS_EXPORTER")) == "prometheus" {
+		if cfg.prometheus, err = prometheusAddr(getenv); err != nil {
+			return cfg, err
+		}
+	} else if cfg.metrics, err = signalEnabled(getenv, "METRICS"); err != nil {
 		return cfg, err
 	}
+	if cfg.traces || cfg.metrics {
+		if err := checkPassedOn(getenv); err != nil {
+			return cfg, err
+		}
+	}
 	return cfg, nil
+}
+
+// Variables the SDK and the exporters read themselves. Setup checks them
+// first: the SDK panics on a negative queue or batch size, and the
+// exporters read a certificate path without a limit (OTEL_EXPORTER_OTLP_CERTIFICATE=/dev/zero
+// hangs), so a bad value is an error here, naming the variable.
+var (
+	positiveIntVars = []string{
+		"OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+		"OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_EXPORT_TIMEOUT",
+		"OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRIC_EXPORT_TIMEOUT",
+		"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+	}
+	fileVars = []string{
+		"OTEL_EXPORTER_OTLP_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE",
+		"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE",
+		"OTEL_EXPORTER_OTLP_CLIENT_KEY", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY",
+	}
+)
+
+// maxPEMFile bounds a certificate or key file: PEM files are kilobytes.
+const maxPEMFile = 1 << 20
+
+func checkPassedOn(getenv func(string) string) error {
+	for _, name := range positiveIntVars {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("otelsetup: %s=%q: want a whole number from 1 to %d (milliseconds for delays and timeouts)", name, v, math.MaxInt32)
+		}
+	}
+	if q, b := getenv("OTEL_BSP_MAX_QUEUE_SIZE"), getenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"); q != "" && b != "" {
+		qn, _ := strconv.Atoi(strings.TrimSpace(q))
+		bn, _ := strconv.Atoi(strings.TrimSpace(b))
+		if bn > qn {
+			return fmt.Errorf("otelsetup: OTEL_BSP_MAX_EXPORT_BATCH_SIZE=%d is larger than OTEL_BSP_MAX_QUEUE_SIZE=%d; a batch is taken from the queue", bn, qn)
+		}
+	}
+	for _, name := range fileVars {
+		path := getenv(name)
+		if path == "" {
+			continue
+		}
+		fi, err := os.Stat(path)
+		switch {
+		case err != nil:
+			return fmt.Errorf("otelsetup: %s: %w", name, err)
+		case !fi.Mode().IsRegular():
+			return fmt.Errorf("otelsetup: %s=%q: not a regular file (want a PEM file)", name, path)
+		case fi.Size() > maxPEMFile:
+			return fmt.Errorf("otelsetup: %s=%q: %d bytes, larger than %d; want a PEM file", name, path, fi.Size(), maxPEMFile)
+		}
+	}
+	return nil
 }
 
 // signalEnabled reads the variables of one signal (TRACES or METRICS).
@@ -157,6 +247,9 @@ func signalEnabled(getenv func(string) string, signal string) (bool, error) {
 	case "none":
 		return false, nil
 	default:
+		if signal == "METRICS" {
+			return false, fmt.Errorf("otelsetup: OTEL_%s_EXPORTER=%q: only otlp, prometheus and none are supported", signal, exporter)
+		}
 		return false, fmt.Errorf("otelsetup: OTEL_%s_EXPORTER=%q: only otlp and none are supported", signal, exporter)
 	}
 	name := "OTEL_EXPORTER_OTLP_" + signal + "_PROTOCOL"

@@ -3,10 +3,12 @@ package otelsetup
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -282,4 +284,120 @@ func serviceName(r *resourcepb.Resource) string {
 		}
 	}
 	return ""
+}
+
+// TestSetupRefusesBadPassedOnVariables: values the SDK would panic on
+// (a negative queue or batch size) or the exporter would read without end
+// (a certificate path of /dev/zero) are Setup errors naming the variable,
+// returned at once, and the globals are left alone.
+func TestSetupRefusesBadPassedOnVariables(t *testing.T) {
+	bigPEM := filepath.Join(t.TempDir(), "big.pem")
+	if err := os.WriteFile(bigPEM, make([]byte, 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, value, want string }{
+		{"OTEL_BSP_MAX_QUEUE_SIZE", "-1", "OTEL_BSP_MAX_QUEUE_SIZE=\"-1\": want a whole number"},
+		{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "-1", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=\"-1\""},
+		{"OTEL_BSP_SCHEDULE_DELAY", "soon", "OTEL_BSP_SCHEDULE_DELAY=\"soon\""},
+		{"OTEL_METRIC_EXPORT_INTERVAL", "0", "OTEL_METRIC_EXPORT_INTERVAL=\"0\""},
+		{"OTEL_EXPORTER_OTLP_TIMEOUT", "99999999999", "OTEL_EXPORTER_OTLP_TIMEOUT"},
+		{"OTEL_EXPORTER_OTLP_CERTIFICATE", "/dev/zero", "not a regular file"},
+		{"OTEL_EXPORTER_OTLP_CLIENT_KEY", bigPEM, "larger than"},
+		{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "/nonexistent/ca.pem", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE: stat /nonexistent/ca.pem"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clearOTELEnv(t)
+			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+			t.Setenv(c.name, c.value)
+			tp := otel.GetTracerProvider()
+			done := make(chan error, 1)
+			go func() {
+				_, err := Setup(context.Background(), "svc")
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("Setup with %s=%s: %v, want an error containing %q", c.name, c.value, err, c.want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Setup with %s=%s did not return", c.name, c.value)
+			}
+			if otel.GetTracerProvider() != tp {
+				t.Error("a failed Setup changed the global tracer provider")
+			}
+		})
+	}
+	// The batch cannot be larger than the queue it is taken from.
+	clearOTELEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "10")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "20")
+	if _, err := Setup(context.Background(), "svc"); err == nil || !strings.Contains(err.Error(), "larger than OTEL_BSP_MAX_QUEUE_SIZE") {
+		t.Errorf("batch 20 > queue 10: %v", err)
+	}
+}
+
+// TestSetupPrometheus: OTEL_METRICS_EXPORTER=prometheus serves lockkit's
+// metrics at OTEL_EXPORTER_PROMETHEUS_HOST:PORT/metrics, in Prometheus's text
+// format, with no OTLP endpoint set; shutdown stops the server. It runs in a
+// child process (Setup installs global providers).
+func TestSetupPrometheus(t *testing.T) {
+	if os.Getenv(childEnv) == "TestSetupPrometheus" {
+		prometheusChild(t)
+		return
+	}
+	inChild(t, "TestSetupPrometheus", "OTEL_METRICS_EXPORTER=prometheus", "OTEL_EXPORTER_PROMETHEUS_HOST=127.0.0.1", "OTEL_EXPORTER_PROMETHEUS_PORT="+freePort(t))
+}
+
+func prometheusChild(t *testing.T) {
+	in, err := obs.New(obs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ExportConfigured() {
+		t.Fatal("ExportConfigured = false with OTEL_METRICS_EXPORTER=prometheus")
+	}
+	ctx := context.Background()
+	shutdown, err := Setup(ctx, "setup-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycle(ctx, in.Domain("table"))
+	url := "http://127.0.0.1:" + os.Getenv("OTEL_EXPORTER_PROMETHEUS_PORT") + "/metrics"
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"lockkit_acquire_duration_seconds_bucket{",
+		`lockkit_domain="table"`,
+		"lockkit_releases_total{",
+		`service_name="setup-test"`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if _, err := http.Get(url); err == nil {
+		t.Error("/metrics still served after shutdown")
+	}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }
