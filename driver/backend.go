@@ -111,6 +111,13 @@ type Capabilities struct {
 	// per node it names.
 	Routing bool
 
+	// Failover names a deployment that replicates asynchronously and
+	// fails over ("Redis Sentinel", "Redis Cluster"): a lock the primary
+	// granted can be lost in a failover unless the grant waited for
+	// replicas, and the Client warns about fencing domains that set no
+	// replicas on it. "" when the store is not such a deployment.
+	Failover string
+
 	// Quorum marks a backend built from member backends that it decides
 	// over by majority (Redlock). Its members were guarded by Config.Guard,
 	// each with its own breaker, when it was opened; the Client does not

@@ -56,7 +56,7 @@ func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) driver
 func (b *redisBackend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Name: b.name, MinTTL: time.Millisecond, TTLGranularity: time.Millisecond,
-		Fences: true, FairQueue: true, Batching: true,
+		Fences: true, FairQueue: true, Batching: true, Failover: b.deployment(),
 	}
 }
 
@@ -65,6 +65,21 @@ func (b clusterBackend) Capabilities() driver.Capabilities {
 	c := b.redisBackend.Capabilities()
 	c.Routing = true
 	return c
+}
+
+// deployment names a deployment that fails over to asynchronous replicas:
+// a Cluster, or a Sentinel failover client (go-redis gives the latter the
+// address "FailoverClient").
+func (b *redisBackend) deployment() string {
+	switch c := b.rdb.(type) {
+	case *redis.ClusterClient:
+		return "Redis Cluster"
+	case *redis.Client:
+		if c.Options().Addr == "FailoverClient" {
+			return "Redis Sentinel"
+		}
+	}
+	return ""
 }
 
 // cheapDeadlines marks a backend whose client reads a ctx's deadline into

@@ -81,10 +81,44 @@ func Redlock(nodes ...redis.UniversalClient) driver.Spec {
 
 // redisSpec is the backend of one go-redis client.
 func redisSpec(rdb redis.UniversalClient) driver.Spec {
-	if rdb == nil {
-		return driver.Spec{Err: errors.New("lockkit: New: nil redis client")}
+	if err := checkRedisClient(rdb); err != nil {
+		return driver.Spec{Err: fmt.Errorf("lockkit: New: %w", err)}
 	}
 	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		return newRedisBackend(rdb, cfg.CommandTimeout), nil
 	}}
+}
+
+// checkRedisClient refuses a client that would panic at the first command: a
+// nil interface, a typed nil (*redis.Client)(nil), or a zero value such as
+// &redis.Client{} that no constructor made.
+func checkRedisClient(rdb redis.UniversalClient) error {
+	switch c := rdb.(type) {
+	case nil:
+		return errors.New("nil redis client")
+	case *redis.Client:
+		if c == nil || unmade(func() bool { return c.Options() == nil }) {
+			return errors.New("redis client is nil or not made by redis.NewClient / redis.NewFailoverClient")
+		}
+	case *redis.ClusterClient:
+		if c == nil || unmade(func() bool { return c.Options() == nil }) {
+			return errors.New("redis cluster client is nil or not made by redis.NewClusterClient")
+		}
+	case *redis.Ring:
+		if c == nil || unmade(func() bool { return c.Options() == nil }) {
+			return errors.New("redis ring client is nil or not made by redis.NewRing")
+		}
+	}
+	return nil
+}
+
+// unmade runs a probe of a go-redis client's options: true when they are
+// missing, or reading them panics (a zero client value has no inner state).
+func unmade(noOptions func() bool) (bad bool) {
+	defer func() {
+		if recover() != nil {
+			bad = true
+		}
+	}()
+	return noOptions()
 }

@@ -43,6 +43,13 @@ type Client struct {
 	tel        *obs.Instruments
 	ttlEnv     map[string]time.Duration
 
+	// replicated names the deployment when it fails over to asynchronous
+	// replicas (Sentinel, Cluster); quietReplicas are the domains whose
+	// warning about it is silenced, and warned those already warned about.
+	replicated    string
+	quietReplicas map[string]bool
+	warned        sync.Map
+
 	// who is what the client records with each lock it takes (host, pid,
 	// owner); whoDesc is its description, made once (see internal/holder).
 	who     holder.Holder
@@ -116,6 +123,22 @@ func WithKeyMode(mode telemetry.KeyMode, hashSecret []byte) Option {
 	return func(c *Client) { c.telOpts.KeyMode, c.telOpts.KeyHashSecret = mode, hashSecret }
 }
 
+// WithoutReplicaWarning silences, for the named domains, the warning a
+// Client on Redis Sentinel or Cluster logs when a fencing domain sets no
+// replicas: a failover to a replica that had not received the grant can
+// give the lock to a second holder (docs/deployments.md#when-to-use-which). Use it
+// where fences alone are the protection you chose.
+func WithoutReplicaWarning(domains ...string) Option {
+	return func(c *Client) {
+		if c.quietReplicas == nil {
+			c.quietReplicas = map[string]bool{}
+		}
+		for _, d := range domains {
+			c.quietReplicas[d] = true
+		}
+	}
+}
+
 // WithBreaker sets the circuit breakers' settings (zero fields keep the
 // defaults documented in package breaker). There is one breaker per backend
 // node. It gates acquisitions only: while it is open an acquisition fails at
@@ -142,7 +165,10 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 		cmdTimeout: DefaultCommandTimeout,
 		leases:     make(map[*Lease]struct{}),
 	}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("lockkit: New: option %d is nil", i+1)
+		}
 		o(c)
 	}
 	c.who.Host, _ = os.Hostname()
@@ -197,6 +223,7 @@ func (c *Client) open(spec driver.Spec) error {
 		return err
 	}
 	c.caps = caps
+	c.replicated = caps.Failover
 	if !caps.Fences {
 		c.noFencing = fmt.Errorf("fencing is not available on the %s backend", spec.Name)
 		if caps.NoFences != "" {
@@ -374,6 +401,12 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 	}
 	d.drift = policy.Drift(d.policy.TTL)
+	if d.err == nil && c.replicated != "" && d.policy.Fencing && d.policy.Replicas == 0 && !c.quietReplicas[spec.Name] {
+		if _, dup := c.warned.LoadOrStore(spec.Name, true); !dup && c.log != nil {
+			c.log.Warn("lockkit: a fencing domain on a replicated deployment sets no replicas: a failover to a replica that had not received a grant can give the lock to a second holder; the fence still orders their writes at the resource. Set replicas: 1 (or more) on the domain, or silence this with lockkit.WithoutReplicaWarning; see docs/deployments.md#when-to-use-which",
+				"domain", spec.Name, "deployment", c.replicated)
+		}
+	}
 	return d
 }
 
@@ -387,14 +420,39 @@ func (d *Domain) Err() error {
 }
 
 // Name is the domain's name.
-func (d *Domain) Name() string { return d.name }
+func (d *Domain) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
 
 // Policy is the domain's effective policy: defaults and the environment
 // override applied.
-func (d *Domain) Policy() Policy { return d.policy }
+func (d *Domain) Policy() Policy {
+	if d == nil {
+		return Policy{}
+	}
+	return d.policy
+}
+
+// usable reports why c cannot serve calls: nil, or a zero Client that New
+// did not make.
+func (c *Client) usable() error {
+	if c == nil || c.be == nil {
+		return ErrNoClient
+	}
+	return nil
+}
 
 // Ping checks that the backend answers.
 func (c *Client) Ping(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: ping: %w", errNilCtx)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cmdTimeout)
 	defer cancel()
 	if err := c.be.Ping(ctx); err != nil {
@@ -419,6 +477,12 @@ func (c *Client) Ping(ctx context.Context) error {
 // deadline), and returns an error saying how many were left. Close does not
 // close the clients the backend was made from (go-redis client, pgx pool).
 func (c *Client) Close(ctx context.Context) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: close: %w", errNilCtx)
+	}
 	c.mu.Lock()
 	c.closed = true
 	all := make([]*Lease, 0, len(c.leases))

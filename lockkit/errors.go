@@ -37,3 +37,9 @@ var (
 	// zero Lock, or a generated package-level helper called before SetDefault.
 	ErrNoClient = errors.New("lockkit: lock has no client: call the generated package's SetDefault(client), or use its New(client)")
 )
+
+// Misuse: a nil fn or a nil ctx given to an operation.
+var (
+	errNilFn  = errors.New("fn is nil: pass the function to run under the lock")
+	errNilCtx = errors.New("nil context: pass a context.Context (context.Background() if there is none)")
+)

@@ -35,6 +35,9 @@ type BreakerHealth struct {
 
 // Health pings the backend and reads the breakers' states.
 func (c *Client) Health(ctx context.Context) Health {
+	if err := c.usable(); err != nil {
+		return Health{Error: err.Error()}
+	}
 	start := time.Now()
 	err := c.Ping(ctx)
 	h := Health{Healthy: err == nil}

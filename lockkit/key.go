@@ -26,11 +26,18 @@ func (d *Domain) Key(sizeHint int) KeyBuilder {
 	if d == nil {
 		return KeyBuilder{}
 	}
+	// The hint only sizes the first allocation: a negative or huge one
+	// (a bug in the caller, or a hostile length) must not panic or
+	// allocate gigabytes; append grows the buffer as needed.
+	sizeHint = max(0, min(sizeHint, maxKeyHint))
 	buf := make([]byte, 0, len(d.prefix)+sizeHint+2+8)
 	buf = append(buf, d.prefix...)
 	buf = append(buf, '{')
 	return KeyBuilder{d: d, buf: buf}
 }
+
+// maxKeyHint bounds Key's sizeHint: no lock key needs a larger first buffer.
+const maxKeyHint = 4096
 
 // Literal appends a fixed part of the domain's pattern, verbatim.
 func (b KeyBuilder) Literal(s string) KeyBuilder { b.buf = append(b.buf, s...); return b }

@@ -88,19 +88,49 @@ func (l *Lease) start() {
 	}
 }
 
-// Key is the Redis key of the lock.
-func (l *Lease) Key() string { return l.lock.key }
+// errNoLease is what the methods of a nil or zero Lease return: it was not
+// made by an acquisition (a misuse, not a lost lock).
+var errNoLease = errors.New("lockkit: no lease: a nil or zero *Lease (use the lease an Acquire or Do returned)")
 
-// Token is this lease's owner id in Redis: 128 random bits, text-encoded.
-func (l *Lease) Token() string { return l.token }
+// none reports whether l is nil or a zero Lease, which no acquisition made.
+func (l *Lease) none() bool { return l == nil || l.ctx == nil }
+
+// closedDone is the Done channel of a nil or zero Lease: closed, since
+// nothing is held.
+var closedDone = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// Key is the lock's key.
+func (l *Lease) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.lock.key
+}
+
+// Token is this lease's owner id in the backend: 128 random bits,
+// text-encoded.
+func (l *Lease) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence is the fencing number issued with the lease, strictly increasing per
 // key; 0 when the domain has no fencing. Pass it to the protected resource.
-func (l *Lease) Fence() int64 { return l.fence }
+func (l *Lease) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Deadline is when the lease stops being valid unless renewed, on this
 // process's monotonic clock.
 func (l *Lease) Deadline() time.Time {
+	if l.none() {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.deadline
@@ -109,7 +139,12 @@ func (l *Lease) Deadline() time.Time {
 // Done is closed once the lease is lost or released, or once Client.Close
 // asks its holder to finish. It is a signal for work that waits; before a
 // side effect, check Err, which also consults the clock.
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+func (l *Lease) Done() <-chan struct{} {
+	if l.none() {
+		return closedDone
+	}
+	return l.ctx.Done()
+}
 
 // Err reports whether the lease may still be relied on. It is nil while the
 // lease is held and its local deadline has not passed, and after a release by
@@ -123,6 +158,9 @@ func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
 // between Err and its write. Only the fence (Fence, checked by the resource
 // with fence.Set or fence.Table) stops such a late write.
 func (l *Lease) Err() error {
+	if l.none() {
+		return errNoLease
+	}
 	l.mu.Lock()
 	expired := l.state == held && !time.Now().Before(l.deadline)
 	l.mu.Unlock()
@@ -137,7 +175,7 @@ func (l *Lease) Err() error {
 // Valid reports whether the lease is held and within its local deadline:
 // Err is nil and the lease was not released.
 func (l *Lease) Valid() bool {
-	if l.Err() != nil {
+	if l.none() || l.Err() != nil {
 		return false
 	}
 	l.mu.Lock()
@@ -153,6 +191,12 @@ func (l *Lease) deadlineErr() error {
 // lost, when the key no longer holds this lease's token; ErrUnavailable when
 // Redis cannot answer (the lease stays held until its deadline).
 func (l *Lease) Extend(ctx context.Context) error {
+	if l.none() {
+		return errNoLease
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: extend %s: %w", l.lock.key, errNilCtx)
+	}
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("lockkit: extend %s: %w: %w", l.lock.key, ErrNotHeld, err)
 	}
@@ -283,6 +327,12 @@ func (l *Lease) stopTimers() {
 // renewal either way. The delete is bounded by the client's command timeout,
 // not by ctx, so a cancelled ctx never leaves the lock held.
 func (l *Lease) Release(ctx context.Context) error {
+	if l.none() {
+		return errNoLease
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: release %s: %w", l.lock.key, errNilCtx)
+	}
 	return l.release(ctx, commandCtx(context.WithoutCancel(ctx), l.lock.d.c.cmdTimeout), errReleased)
 }
 

@@ -45,6 +45,9 @@ func (l Lock) Key() string { return l.key }
 // return before the lock is released: the lock is never released under a
 // running fn.
 func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	if fn == nil {
+		return fmt.Errorf("lockkit: Do %s: %w", l.key, errNilFn)
+	}
 	lease, fctx, err := l.acquire(ctx, true, true)
 	if err != nil {
 		return err
@@ -55,6 +58,9 @@ func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease)
 // TryDo is Do with a single attempt: a held lock returns ErrNotAcquired at
 // once, and fn does not run.
 func (l Lock) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	if fn == nil {
+		return fmt.Errorf("lockkit: TryDo %s: %w", l.key, errNilFn)
+	}
 	lease, fctx, err := l.acquire(ctx, false, true)
 	if err != nil {
 		return err
@@ -84,6 +90,12 @@ func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) {
 func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.Context, error) {
 	if l.d == nil {
 		return nil, ctx, ErrNoClient
+	}
+	if ctx == nil {
+		return nil, ctx, fmt.Errorf("lockkit: acquire %s: %w", l.key, errNilCtx)
+	}
+	if l.d.err == nil && (l.d.c == nil || l.d.c.be == nil) {
+		return nil, ctx, ErrNoClient // a domain of a zero Client
 	}
 	return l.acquireOn(ctx, l.d.c.be, retry, forDo)
 }

@@ -34,11 +34,19 @@ type LeaseSet struct {
 }
 
 // Leases lists the leases in the set's canonical order (by key).
-func (s *LeaseSet) Leases() []*Lease { return slices.Clone(s.leases) }
+func (s *LeaseSet) Leases() []*Lease {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.leases)
+}
 
 // Lease is the lease of l, which must be one of the locks given to DoAll;
 // nil otherwise.
 func (s *LeaseSet) Lease(l Locker) *Lease {
+	if s == nil || l == nil {
+		return nil
+	}
 	k := l.lockkitLock()
 	for _, lease := range s.leases {
 		if lease.lock.d == k.d && lease.lock.key == k.key {
@@ -60,6 +68,9 @@ func (s *LeaseSet) Fence(l Locker) int64 {
 // Err is nil while every lease of the set is valid, and the first loss
 // otherwise (matching ErrLockLost). Like Lease.Err it consults the clock.
 func (s *LeaseSet) Err() error {
+	if s == nil || len(s.leases) == 0 {
+		return errNoLease
+	}
 	for _, lease := range s.leases {
 		if err := lease.Err(); err != nil {
 			return err
@@ -100,6 +111,12 @@ func TryDoAll(ctx context.Context, fn func(ctx context.Context, set *LeaseSet) e
 }
 
 func doAll(ctx context.Context, retry bool, fn func(context.Context, *LeaseSet) error, given []Locker) error {
+	if fn == nil {
+		return fmt.Errorf("lockkit: DoAll: %w", errNilFn)
+	}
+	if ctx == nil {
+		return fmt.Errorf("lockkit: DoAll: %w", errNilCtx)
+	}
 	set, err := canonicalSet(given)
 	if err != nil {
 		return err

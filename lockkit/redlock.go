@@ -130,6 +130,11 @@ var (
 
 // redlockSpec is the Redlock backend over nodes.
 func redlockSpec(nodes []redis.UniversalClient) driver.Spec {
+	for i, n := range nodes {
+		if err := checkRedisClient(n); err != nil {
+			return driver.Spec{Err: fmt.Errorf("lockkit: New: redlock node %d: %w", i, err)}
+		}
+	}
 	return driver.Spec{Name: "redlock", Open: func(cfg driver.Config) (driver.Backend, error) {
 		return newRedlockBackend(nodes, cfg)
 	}}
