@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
 )
 
 // redisBackend runs the scripts on one go-redis client (single node,
-// Sentinel failover or Cluster). It does I/O only (internal/backend): the
+// Sentinel failover or Cluster). It does I/O only (package driver): the
 // Client puts each node's breaker in front of it (Router names the Cluster
 // master of a key).
 type redisBackend struct {
@@ -25,11 +25,10 @@ type redisBackend struct {
 }
 
 var (
-	_ backend.Backend         = (*redisBackend)(nil)
-	_ backend.Named           = (*redisBackend)(nil)
-	_ backend.Router          = clusterBackend{}
-	_ backend.Batcher         = (*redisBackend)(nil)
-	_ backend.ReplicaExtender = (*redisBackend)(nil)
+	_ driver.Backend         = (*redisBackend)(nil)
+	_ driver.Router          = clusterBackend{}
+	_ driver.Batcher         = (*redisBackend)(nil)
+	_ driver.ReplicaExtender = (*redisBackend)(nil)
 )
 
 // clusterBackend is a redisBackend over a Cluster client: the Router that
@@ -39,7 +38,7 @@ type clusterBackend struct{ *redisBackend }
 // wholeCluster names the breaker of keys whose node the slot map cannot tell.
 const wholeCluster = "cluster"
 
-func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) backend.Backend {
+func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) driver.Backend {
 	b := &redisBackend{rdb: rdb, cmdTimeout: cmdTimeout, name: "redis"}
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
@@ -51,10 +50,28 @@ func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) backen
 	return b
 }
 
-// Deployment names a deployment that fails over to asynchronous replicas:
+// Capabilities: named after the node's address (a plain client), "redis"
+// (another universal client) or "cluster" (the breaker of keys whose master
+// is unknown); TTLs in whole milliseconds (PX); fences; FIFO queues; sets in
+// one script.
+func (b *redisBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Name: b.name, MinTTL: time.Millisecond, TTLGranularity: time.Millisecond,
+		Fences: true, FairQueue: true, Batching: true, Failover: b.deployment(),
+	}
+}
+
+// Capabilities: a Cluster also routes each key to its master's breaker.
+func (b clusterBackend) Capabilities() driver.Capabilities {
+	c := b.redisBackend.Capabilities()
+	c.Routing = true
+	return c
+}
+
+// deployment names a deployment that fails over to asynchronous replicas:
 // a Cluster, or a Sentinel failover client (go-redis gives the latter the
 // address "FailoverClient").
-func (b *redisBackend) Deployment() string {
+func (b *redisBackend) deployment() string {
 	switch c := b.rdb.(type) {
 	case *redis.ClusterClient:
 		return "Redis Cluster"
@@ -65,10 +82,6 @@ func (b *redisBackend) Deployment() string {
 	}
 	return ""
 }
-
-// Name is the node's address (a plain client), "redis" (another universal
-// client) or "cluster": the breaker of keys whose master is unknown.
-func (b *redisBackend) Name() string { return b.name }
 
 // cheapDeadlines marks a backend whose client reads a ctx's deadline into
 // its connection deadlines, so the Client bounds its commands with
@@ -89,7 +102,7 @@ func (b clusterBackend) NodeFor(ctx context.Context, key string) (string, error)
 
 // Acquire runs the acquire script (or SET NX PX without fencing), with WAIT
 // when req asks for replicas.
-func (b *redisBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	keys := []string{req.Key}
 	if req.Fencing {
 		keys = append(keys, req.Key+fenceSuffix)
@@ -111,7 +124,7 @@ func (b *redisBackend) Acquire(ctx context.Context, req *backend.Request) (int64
 		err = once(ctx, b.rdb, "set", keys[0], holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
 	}
 	if err == redis.Nil {
-		return 0, backend.ErrContended
+		return 0, driver.ErrContended
 	}
 	return n, err
 }
@@ -123,7 +136,7 @@ var errReplicas = errors.New("too few replicas acknowledged the lock")
 // round trip) on the node that owns the key. When fewer than p.Replicas
 // acknowledge in time, it releases the lock and fails: a lease that only the
 // primary knows about can be granted again after a failover.
-func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *backend.Request) (int64, error) {
+func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *driver.Request) (int64, error) {
 	value := holder.Value(p.Token, p.Holder) // the token, and who holds it
 	acq, wait, err := b.evalWithWait(ctx, acquireScript, acquireSrc, keys, []any{value, p.TTL.Milliseconds()}, p.Replicas, p.ReplicaTimeout)
 	if err != nil {
@@ -197,7 +210,7 @@ func (b *redisBackend) CanBatch(keys []string) bool {
 // AcquireAll runs the acquire-all script: every key of reqs or none, one
 // round trip. The fence counters of fencing locks go after the lock keys (a
 // counter shares its lock's hash tag, so its slot).
-func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]int64, error) {
+func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*driver.Request) ([]int64, error) {
 	keys := make([]string, len(reqs), 2*len(reqs))
 	args := make([]any, 1, 1+3*len(reqs))
 	args[0] = len(reqs)
@@ -225,7 +238,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) 
 	}
 	switch {
 	case err == redis.Nil:
-		return nil, backend.ErrContended
+		return nil, driver.ErrContended
 	case err != nil:
 		return nil, err
 	case len(fences) != len(reqs):
@@ -239,7 +252,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*backend.Request) 
 // acknowledged every write of the script, so the most any lock of the set
 // asks for (and the longest timeout) covers them all. Too few: every key is
 // released (owner-checked) and the set fails.
-func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, args []any, reqs []*backend.Request, replicas int, timeout time.Duration) ([]int64, error) {
+func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, args []any, reqs []*driver.Request, replicas int, timeout time.Duration) ([]int64, error) {
 	acq, wait, err := b.evalWithWait(ctx, acquireAllScript, acquireAllSrc, keys, args, replicas, timeout)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/policy"
 )
@@ -13,7 +13,7 @@ import (
 // The Redis backend keeps FIFO waiting's queues (internal/fifo): one
 // Notifier per go-redis client, made at the first queued waiter, closed
 // with the backend.
-var _ backend.Queue = (*redisBackend)(nil)
+var _ driver.Queue = (*redisBackend)(nil)
 
 // fifoState is a redisBackend's Notifier, made once.
 type fifoState struct {
@@ -30,20 +30,20 @@ func (b *redisBackend) notifier() *fifo.Notifier {
 }
 
 // QueueAcquire is one fifo.Acquire: a grant, or a place in the queue.
-func (b *redisBackend) QueueAcquire(ctx context.Context, req *backend.Request) (backend.QueueResult, error) {
+func (b *redisBackend) QueueAcquire(ctx context.Context, req *driver.Request) (driver.QueueResult, error) {
 	r, err := fifo.Acquire(ctx, b.rdb, &fifo.Request{
 		Key: req.Key, Token: req.Token, Holder: req.Holder,
 		TTL: req.TTL, WaiterTTL: policy.FIFOWaiterTTL, Fencing: req.Fencing,
 		Wake: b.notifier().Channel(req.Key),
 	})
 	if err != nil {
-		return backend.QueueResult{}, err
+		return driver.QueueResult{}, err
 	}
 	return queueResult(r), nil
 }
 
-func queueResult(r fifo.Result) backend.QueueResult {
-	return backend.QueueResult{
+func queueResult(r fifo.Result) driver.QueueResult {
+	return driver.QueueResult{
 		Granted: r.Granted, Fence: r.Fence, Previous: r.Previous, Earlier: r.Earlier,
 		Position: r.Position, LockTTL: r.LockTTL, Fallback: r.Fallback(policy.FIFOFallback),
 	}
@@ -55,7 +55,7 @@ func (b *redisBackend) QueueRelease(ctx context.Context, key, token, prev string
 }
 
 // QueueSubscribe registers token with the client's Notifier.
-func (b *redisBackend) QueueSubscribe(key, token string) backend.QueueWaiter {
+func (b *redisBackend) QueueSubscribe(key, token string) driver.QueueWaiter {
 	return fifoWaiter{b.notifier().Subscribe(key, token)}
 }
 
@@ -66,10 +66,10 @@ func (w fifoWaiter) Wait(ctx context.Context, fallback time.Duration) (string, e
 	return k.String(), err
 }
 
-func (w fifoWaiter) Granted() (backend.QueueResult, bool) {
+func (w fifoWaiter) Granted() (driver.QueueResult, bool) {
 	r, ok := w.w.Granted()
 	if !ok {
-		return backend.QueueResult{}, false
+		return driver.QueueResult{}, false
 	}
 	return queueResult(r), true
 }

@@ -5,53 +5,34 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
 )
 
-// Backend is where a Client's locks live, given to New: Redis(rdb) for one
-// Redis deployment (single node, Sentinel failover or Cluster), Redlock(nodes...)
-// for the Redlock algorithm over independent Redis nodes, or
-// postgres.Backend(pool) (package github.com/lockkit/lockkit/postgres) for
-// PostgreSQL advisory locks. The generated code does not know which one it
-// runs on.
-//
-// Backends do only their I/O; the Client applies retries, circuit breakers
-// (one per node), telemetry, lease tracking, renewal and deadlines the same
-// way for all of them, and reports the same errors: contention is
-// ErrNotAcquired, a backend failure ErrUnavailable, a loss ErrLockLost.
-type Backend struct {
-	spec backend.Spec
-}
-
-func init() {
-	backend.Public = func(s backend.Spec) any { return Backend{spec: s} }
-	backend.DoOn = func(ctx context.Context, lock any, be backend.Backend, fn any) error {
-		l, ok := lock.(Lock)
-		if !ok {
-			return fmt.Errorf("lockkit: DoOn: %T is not a lockkit.Lock", lock)
-		}
-		f, ok := fn.(func(context.Context, *Lease) error)
-		if !ok {
-			return fmt.Errorf("lockkit: DoOn: %T is not a Do function", fn)
-		}
-		if l.d == nil {
-			return ErrNoClient
-		}
-		lease, fctx, err := l.acquireOn(ctx, be, true, true)
-		if err != nil {
-			return err
-		}
-		return lease.run(fctx, f)
+// DoOn runs l's Do with be in place of its Client's backend: for a lock
+// that lives as long as something be holds (postgres.DoTx's transaction),
+// with the Client's retries, telemetry, lease tracking, deadlines and error
+// vocabulary. be is not guarded by the Client's breakers.
+func DoOn(ctx context.Context, l Lock, be driver.Backend, fn func(ctx context.Context, lease *Lease) error) error {
+	if l.d == nil {
+		return ErrNoClient
 	}
+	if be == nil || fn == nil {
+		return fmt.Errorf("lockkit: DoOn %s: nil backend or fn", l.key)
+	}
+	lease, fctx, err := l.acquireOn(ctx, be, true, true)
+	if err != nil {
+		return err
+	}
+	return lease.run(fctx, fn)
 }
 
 // Redis is the backend of one Redis deployment: rdb is a *redis.Client, a
 // Sentinel failover client or a *redis.ClusterClient. The Client opens no
 // connections of its own and never closes rdb. A Cluster gets one circuit
 // breaker per master.
-func Redis(rdb redis.UniversalClient) Backend {
-	return Backend{spec: redisSpec(rdb)}
+func Redis(rdb redis.UniversalClient) driver.Spec {
+	return redisSpec(rdb)
 }
 
 // Redlock is the backend that runs the Redlock algorithm over N independent
@@ -91,19 +72,19 @@ func Redis(rdb redis.UniversalClient) Backend {
 // the one the previous holder got from another. A domain's Policy.Replicas
 // applies to each node on its own: a node counts toward the majority only if
 // that many of its own replicas acknowledged.
-func Redlock(nodes ...redis.UniversalClient) Backend {
+func Redlock(nodes ...redis.UniversalClient) driver.Spec {
 	if len(nodes) == 0 {
-		return Backend{spec: backend.Spec{Err: errors.New("lockkit: Redlock needs its nodes: lockkit.Redlock(node0, node1, node2) runs Redlock over 3")}}
+		return driver.Spec{Err: errors.New("lockkit: Redlock needs its nodes: lockkit.Redlock(node0, node1, node2) runs Redlock over 3")}
 	}
-	return Backend{spec: redlockSpec(nodes)}
+	return redlockSpec(nodes)
 }
 
 // redisSpec is the backend of one go-redis client.
-func redisSpec(rdb redis.UniversalClient) backend.Spec {
+func redisSpec(rdb redis.UniversalClient) driver.Spec {
 	if err := checkRedisClient(rdb); err != nil {
-		return backend.Spec{Err: fmt.Errorf("lockkit: New: %w", err)}
+		return driver.Spec{Err: fmt.Errorf("lockkit: New: %w", err)}
 	}
-	return backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
+	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		warnClient(rdb, cfg)
 		return newRedisBackend(rdb, cfg.CommandTimeout), nil
 	}}

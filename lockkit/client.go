@@ -14,7 +14,7 @@ import (
 	"github.com/lockkit/lockkit/internal/obs"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
@@ -31,9 +31,10 @@ const SupportPackageIsVersion1 = true
 // Client runs lock operations on one backend (see Backend). It is safe for
 // concurrent use. Create one per process with New and Close it on shutdown.
 type Client struct {
-	be         backend.Backend           // guarded by the Client's breakers (a quorum backend: its members)
+	be         driver.Backend            // guarded by the Client's breakers (a quorum backend: its members)
 	noFencing  error                     // why fencing domains are refused, for a backend that cannot fence
-	queue      backend.Queue             // the guarded backend's FIFO queues; nil when it keeps none
+	caps       driver.Capabilities       // what the backend declared when it was opened
+	queue      driver.Queue              // the guarded backend's FIFO queues; nil when it keeps none
 	noQueue    error                     // why FIFO domains are refused, when queue is nil
 	checkTTL   func(time.Duration) error // the backend's own TTL limit; nil when it has none
 	log        *slog.Logger
@@ -161,11 +162,15 @@ func WithBreaker(s breaker.Settings) Option {
 }
 
 // New returns a client whose locks live in b: lockkit.Redis(rdb),
-// lockkit.Redlock(nodes...) or postgres.Backend(pool). It opens no
+// lockkit.Redlock(nodes...), postgres.New(pool), or any backend written
+// against package driver. The Client applies retries, circuit breakers (one
+// per node), telemetry, lease tracking, renewal and deadlines the same way
+// for every backend, and reports the same errors: contention is
+// ErrNotAcquired, a backend failure ErrUnavailable, a loss ErrLockLost. It opens no
 // connections of its own and does not close the clients b was made from. It
 // reads the LOCKKIT_TTL_* environment variables once and fails if one of them
 // is invalid.
-func New(b Backend, opts ...Option) (*Client, error) {
+func New(b driver.Spec, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
 		cmdTimeout: DefaultCommandTimeout,
@@ -195,7 +200,7 @@ func New(b Backend, opts ...Option) (*Client, error) {
 			userOnChange(name, from, to)
 		}
 	}
-	if err := c.open(b.spec); err != nil {
+	if err := c.open(b); err != nil {
 		return nil, err
 	}
 	ttlEnv, err := readTTLOverrides(environ())
@@ -213,32 +218,39 @@ func New(b Backend, opts ...Option) (*Client, error) {
 // open opens spec's backend and puts the Client's breakers in front of it:
 // one per node (per Cluster master), or, for a quorum backend, one per
 // member, through cfg.Guard.
-func (c *Client) open(spec backend.Spec) error {
+func (c *Client) open(spec driver.Spec) error {
 	if spec.Err != nil {
 		return spec.Err
 	}
 	if spec.Open == nil {
-		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.Backend(pool))")
+		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.New(pool))")
 	}
-	be, err := spec.Open(backend.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard, Warn: c.log.Warn})
+	be, err := spec.Open(driver.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard, Warn: c.log.Warn})
 	if err != nil {
 		return err
 	}
-	if r, ok := be.(backend.Replicated); ok {
-		c.replicated = r.Deployment()
+	caps := be.Capabilities()
+	if err := checkCapabilities(spec.Name, be, caps); err != nil {
+		_ = be.Close()
+		return err
 	}
-	if r, ok := be.(backend.FencingRefuser); ok {
-		c.noFencing = r.FencingError()
+	c.caps = caps
+	c.replicated = caps.Failover
+	if !caps.Fences {
+		c.noFencing = fmt.Errorf("fencing is not available on the %s backend", spec.Name)
+		if caps.NoFences != "" {
+			c.noFencing = errors.New(caps.NoFences)
+		}
 	}
-	if tc, ok := be.(backend.TTLChecker); ok {
+	if tc, ok := be.(driver.TTLChecker); ok {
 		c.checkTTL = tc.CheckTTL
 	}
-	if _, ok := be.(backend.Quorum); ok {
+	if caps.Quorum {
 		c.noQueue = errors.New("wait fifo is not available on Redlock: the queue lives on one deployment, and over N independent nodes there is no single order to be first in (N queues can disagree, and the head of a majority need not exist); use wait poll, or the Redis backend")
 	} else {
 		name := spec.Name
-		if n, ok := be.(backend.Named); ok {
-			name = n.Name()
+		if caps.Name != "" {
+			name = caps.Name
 		}
 		g := c.guard(name, be).(*guarded)
 		if g.queue != nil {
@@ -249,6 +261,28 @@ func (c *Client) open(spec backend.Spec) error {
 		be = g
 	}
 	c.be = be
+	return nil
+}
+
+// checkCapabilities refuses a backend whose declared capabilities and
+// methods disagree: a flag for an optional operation is a promise that the
+// backend implements its interface.
+func checkCapabilities(name string, be driver.Backend, caps driver.Capabilities) error {
+	missing := func(flag, iface string) error {
+		return fmt.Errorf("lockkit: New: the %s backend declares %s but does not implement driver.%s", name, flag, iface)
+	}
+	if _, ok := be.(driver.Queue); caps.FairQueue && !ok {
+		return missing("FairQueue", "Queue")
+	}
+	if _, ok := be.(driver.Batcher); caps.Batching && !ok {
+		return missing("Batching", "Batcher")
+	}
+	if _, ok := be.(driver.Router); caps.Routing && !ok {
+		return missing("Routing", "Router")
+	}
+	if caps.MinTTL < 0 || caps.TTLGranularity < 0 || caps.MaxTTL < 0 || (caps.MaxTTL > 0 && caps.MaxTTL < caps.MinTTL) {
+		return fmt.Errorf("lockkit: New: the %s backend declares impossible TTL limits (min %v, granularity %v, max %v)", name, caps.MinTTL, caps.TTLGranularity, caps.MaxTTL)
+	}
 	return nil
 }
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
@@ -17,7 +17,7 @@ import (
 
 // queueOf is be's FIFO queue: the Client's guarded backend when it keeps
 // queues, nil otherwise (Redlock, PostgreSQL, a transaction's backend).
-func (c *Client) queueOf(be backend.Backend) backend.Queue {
+func (c *Client) queueOf(be driver.Backend) driver.Queue {
 	if c.queue != nil && be == c.be {
 		return c.queue
 	}
@@ -31,18 +31,18 @@ func (c *Client) queueOf(be backend.Backend) backend.Queue {
 // for a push (a release that hands it the lock, or wakes it) or for its
 // fallback timer. A wait that ends without a lease leaves the queue at once,
 // which hands the lock to the next waiter when it is free.
-func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be backend.Backend, q backend.Queue, retry, forDo bool) (*Lease, context.Context, error) {
+func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be driver.Backend, q driver.Queue, retry, forDo bool) (*Lease, context.Context, error) {
 	d := l.d
 	c, p := d.c, &d.policy
 	start := time.Now()
 	token := rand.Text()
-	req := &backend.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
+	req := &driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
 	retry = retry && p.Retry.MaxAttempts > 1
 	var (
 		attempts  int
 		contended bool
 		queued    bool // the token may be in the queue (or hold the lock): leave on the way out
-		w         backend.QueueWaiter
+		w         driver.QueueWaiter
 		wctx      context.Context // ctx, also ended by Close; made at the first wait
 	)
 	defer func() {
@@ -66,7 +66,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 	// true when a handed-over lock expired before it could be extended:
 	// the token is no longer the holder, and the next attempt rejoins the
 	// queue (the wait goes on within MaxWait and ctx).
-	take := func(r backend.QueueResult, base time.Time) (lease *Lease, fctx context.Context, err error, rejoin bool) {
+	take := func(r driver.QueueResult, base time.Time) (lease *Lease, fctx context.Context, err error, rejoin bool) {
 		// base is a local time no later than the server's start of the
 		// lock's LockTTL: the lease is trusted until base + LockTTL − drift.
 		validUntil := base.Add(r.LockTTL - d.drift)
@@ -149,7 +149,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be ba
 			if ctx.Err() != nil {
 				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 			}
-			if !retry || errors.Is(err, breaker.ErrOpen) || errors.Is(err, backend.ErrFinal) {
+			if !retry || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 				return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
 			}
 			wait = policy.FIFOFallback

@@ -13,7 +13,7 @@ import (
 	"github.com/lockkit/lockkit/internal/obs"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -24,16 +24,14 @@ import (
 // a lock, and should succeed the moment the node is back). Each acquisition
 // is bounded by the command timeout here.
 type guarded struct {
-	be         backend.Backend
+	be         driver.Backend
 	c          *Client
-	name       string         // the breaker of the whole deployment
-	router     backend.Router // nil: one breaker
-	capacity   backend.Capacity
-	classifier backend.Classifier
-	batcher    backend.Batcher         // nil: sets are taken one by one
-	extender   backend.ReplicaExtender // nil: be has no replicas to wait for
-	queue      backend.Queue           // nil: be keeps no FIFO queues
-	cheap      bool                    // be takes deadlines without timers (go-redis)
+	name       string                 // the breaker of the whole deployment
+	router     driver.Router          // nil: one breaker
+	batcher    driver.Batcher         // nil: sets are taken one by one
+	queue      driver.Queue           // nil: be keeps no FIFO queues
+	extender   driver.ReplicaExtender // nil: be has no replicas to wait for
+	cheap      bool                   // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
 	mu     sync.Mutex
@@ -42,19 +40,24 @@ type guarded struct {
 }
 
 // errServerFailure is what the breaker is told of a failure that only the
-// backend recognises (backend.Classifier); the caller gets the real error.
+// backend marked (driver.Failure); the caller gets the real error.
 var errServerFailure = fmt.Errorf("lockkit: the backend reported a server failure: %w", io.ErrUnexpectedEOF)
 
 // guard wraps be in breakers named after name (or its nodes), registered
 // with c for health reports and telemetry.
-func (c *Client) guard(name string, be backend.Backend) backend.Backend {
+func (c *Client) guard(name string, be driver.Backend) driver.Backend {
 	g := &guarded{be: be, c: c, name: name, cmdTimeout: c.cmdTimeout, byNode: make(map[string]*circuit.Breaker)}
-	g.router, _ = be.(backend.Router)
-	g.capacity, _ = be.(backend.Capacity)
-	g.classifier, _ = be.(backend.Classifier)
-	g.batcher, _ = be.(backend.Batcher)
-	g.extender, _ = be.(backend.ReplicaExtender)
-	g.queue, _ = be.(backend.Queue)
+	caps := be.Capabilities()
+	if caps.Routing {
+		g.router, _ = be.(driver.Router)
+	}
+	if caps.Batching {
+		g.batcher, _ = be.(driver.Batcher)
+	}
+	if caps.FairQueue {
+		g.queue, _ = be.(driver.Queue)
+	}
+	g.extender, _ = be.(driver.ReplicaExtender)
 	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
 		g.named(name, true)
@@ -117,7 +120,7 @@ func (g *guarded) forKey(ctx context.Context, key string) *circuit.Breaker {
 // uncertain. ctx is the caller's: the breaker tells its ending apart from a
 // command timeout. Contention counts as a success; a capacity error (no
 // free connection) is not counted either way.
-func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+func (g *guarded) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	var fence int64
 	err := g.guardedAcquire(ctx, req, func(ctx context.Context) error {
 		var err error
@@ -127,10 +130,10 @@ func (g *guarded) Acquire(ctx context.Context, req *backend.Request) (int64, err
 	return fence, err
 }
 
-// QueueAcquire is a FIFO attempt (backend.Queue) through the same breaker,
+// QueueAcquire is a FIFO attempt (driver.Queue) through the same breaker,
 // bounded by the command timeout the same way: it can grant a lock.
-func (g *guarded) QueueAcquire(ctx context.Context, req *backend.Request) (backend.QueueResult, error) {
-	var r backend.QueueResult
+func (g *guarded) QueueAcquire(ctx context.Context, req *driver.Request) (driver.QueueResult, error) {
+	var r driver.QueueResult
 	err := g.guardedAcquire(ctx, req, func(ctx context.Context) error {
 		var err error
 		r, err = g.queue.QueueAcquire(ctx, req)
@@ -146,13 +149,13 @@ func (g *guarded) QueueRelease(ctx context.Context, key, token, prev string) (bo
 }
 
 // QueueSubscribe does no I/O of its own; it passes through.
-func (g *guarded) QueueSubscribe(key, token string) backend.QueueWaiter {
+func (g *guarded) QueueSubscribe(key, token string) driver.QueueWaiter {
 	return g.queue.QueueSubscribe(key, token)
 }
 
 // guardedAcquire runs one acquisition (acquire, sent by send under a ctx
 // bounded by the command timeout) through the breaker of req.Key's node.
-func (g *guarded) guardedAcquire(ctx context.Context, req *backend.Request, send func(context.Context) error) error {
+func (g *guarded) guardedAcquire(ctx context.Context, req *driver.Request, send func(context.Context) error) error {
 	br := g.forKey(ctx, req.Key)
 	if trace.SpanFromContext(ctx).IsRecording() {
 		// Mark the acquisition whose outcome moved the breaker. Only when
@@ -187,19 +190,19 @@ func (g *guarded) guardedAcquire(ctx context.Context, req *backend.Request, send
 // verdict is what the breaker is told of an acquisition's error.
 func (g *guarded) verdict(err error) error {
 	switch {
-	case err == nil, errors.Is(err, backend.ErrContended):
+	case err == nil, errors.Is(err, driver.ErrContended):
 		return nil
-	case g.capacity != nil && g.capacity.IsCapacity(err):
+	case errors.Is(err, driver.ErrCapacity):
 		return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
-	case g.classifier != nil && g.classifier.IsFailure(err):
+	case errors.Is(err, driver.ErrFailure):
 		return errServerFailure
 	}
 	return err
 }
 
 var (
-	_ backend.Batcher         = (*guarded)(nil)
-	_ backend.ReplicaExtender = (*guarded)(nil)
+	_ driver.Batcher         = (*guarded)(nil)
+	_ driver.ReplicaExtender = (*guarded)(nil)
 )
 
 // CanBatch is the backend's answer; false when it cannot batch at all.
@@ -211,7 +214,7 @@ func (g *guarded) CanBatch(keys []string) bool {
 // node that serves the set (its keys share one, or CanBatch said no; on a
 // Cluster, the master of their slot), counted like one Acquire: the set is
 // one command to one node.
-func (g *guarded) AcquireAll(ctx context.Context, reqs []*backend.Request) ([]int64, error) {
+func (g *guarded) AcquireAll(ctx context.Context, reqs []*driver.Request) ([]int64, error) {
 	if g.batcher == nil {
 		return nil, errors.New("lockkit: the backend cannot take a set in one step")
 	}
@@ -262,5 +265,6 @@ func (g *guarded) Release(ctx context.Context, key, token string) (bool, error) 
 	return g.be.Release(ctx, key, token)
 }
 
-func (g *guarded) Ping(ctx context.Context) error { return g.be.Ping(ctx) }
-func (g *guarded) Close() error                   { return g.be.Close() }
+func (g *guarded) Ping(ctx context.Context) error    { return g.be.Ping(ctx) }
+func (g *guarded) Close() error                      { return g.be.Close() }
+func (g *guarded) Capabilities() driver.Capabilities { return g.be.Capabilities() }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
 )
 
 // Health is a point-in-time report on the backend, as served by
@@ -59,10 +58,7 @@ func (c *Client) Health(ctx context.Context) Health {
 			open = append(open, b.Name())
 		}
 	}
-	tolerated := 0
-	if q, ok := c.be.(backend.Quorum); ok {
-		tolerated = q.Tolerated()
-	}
+	tolerated := c.caps.Tolerated
 	if len(open) > tolerated {
 		h.Healthy = false
 		if h.Error == "" {

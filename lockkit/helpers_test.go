@@ -2,6 +2,7 @@ package lockkit
 
 import (
 	"context"
+	"github.com/lockkit/lockkit/driver"
 	"log/slog"
 	"os"
 	"regexp"
@@ -38,7 +39,7 @@ func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Cli
 }
 
 // newClientOn is newClient over any backend, closed with the test.
-func newClientOn(t *testing.T, be Backend, opts ...Option) *Client {
+func newClientOn(t *testing.T, be driver.Spec, opts ...Option) *Client {
 	t.Helper()
 	c, err := New(be, append(testOptions(t), opts...)...)
 	if err != nil {

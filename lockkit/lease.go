@@ -9,7 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/obs"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -19,8 +19,8 @@ import (
 // refused or its deadline passes without one.
 type Lease struct {
 	lock  Lock
-	be    backend.Backend // where it is held: the client's backend, or a transaction
-	queue backend.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
+	be    driver.Backend // where it is held: the client's backend, or a transaction
+	queue driver.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
 	// firstRenew, when > 0 and sooner than RenewInterval, is when the first
 	// renewal is due: a handed-over lock has less than the TTL left.
 	firstRenew time.Duration
@@ -59,7 +59,7 @@ const (
 // errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, be backend.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) *Lease {
+func newLease(l Lock, be driver.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background()) // the lease's own: it outlives the acquire's ctx
 	logCtx := context.Background()
 	if hold != nil {
@@ -217,7 +217,7 @@ func (l *Lease) extend(parent context.Context) error {
 		err error
 	)
 	sent := time.Now()
-	if re, yes := l.be.(backend.ReplicaExtender); yes && d.policy.Replicas > 0 {
+	if re, yes := l.be.(driver.ReplicaExtender); yes && d.policy.Replicas > 0 {
 		// The new expiry counts only once the replicas hold it: until then
 		// a failover would bring back the old one (docs/semantics.md).
 		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout+d.policy.ReplicaTimeout)

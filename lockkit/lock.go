@@ -10,7 +10,7 @@ import (
 	"github.com/lockkit/lockkit/internal/obs"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
@@ -103,7 +103,7 @@ func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.C
 
 // acquireOn is acquire on be: the client's backend, or one that holds a
 // single lock for the length of a transaction (postgres.DoTx).
-func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bool) (*Lease, context.Context, error) {
+func (l Lock) acquireOn(ctx context.Context, be driver.Backend, retry, forDo bool) (*Lease, context.Context, error) {
 	d := l.d
 	if d == nil {
 		return nil, ctx, ErrNoClient
@@ -158,7 +158,7 @@ func (l Lock) acquireOn(ctx context.Context, be backend.Backend, retry, forDo bo
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
-		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, backend.ErrFinal) {
+		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
@@ -192,7 +192,7 @@ type granted struct {
 	validUntil time.Time
 	// queue is the backend's queue of a FIFO lease, whose release hands
 	// the lock over; nil otherwise.
-	queue backend.Queue
+	queue driver.Queue
 	// firstRenew, when > 0, brings the first renewal forward (a
 	// handed-over lock's shorter TTL on the server).
 	firstRenew time.Duration
@@ -204,7 +204,7 @@ type granted struct {
 // key given back, when the client closed; an error wrapping ErrUnavailable,
 // with the key given back and the hold still open (the caller may retry),
 // when the reply came too late to trust.
-func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be backend.Backend, g granted, forDo bool) (*Lease, context.Context, error) {
+func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend, g granted, forDo bool) (*Lease, context.Context, error) {
 	d := l.d
 	c := d.c
 	p := &d.policy
@@ -281,17 +281,17 @@ func ctxOutcome(ctx context.Context) telemetry.Outcome {
 // attempt sends one acquisition. It returns nil, the bare ErrNotAcquired
 // (compared with ==: contention is the common case and allocates nothing),
 // or an error wrapping ErrUnavailable.
-func (l Lock) attempt(ctx context.Context, be backend.Backend, token string) (int64, error) {
+func (l Lock) attempt(ctx context.Context, be driver.Backend, token string) (int64, error) {
 	d := l.d
 	p := &d.policy
-	fence, err := be.Acquire(ctx, &backend.Request{
+	fence, err := be.Acquire(ctx, &driver.Request{
 		Key: l.key, Token: token, Holder: d.c.holderOf(ctx), TTL: p.TTL, Fencing: p.Fencing,
 		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 	})
 	switch {
 	case err == nil:
 		return fence, nil
-	case errors.Is(err, backend.ErrContended):
+	case errors.Is(err, driver.ErrContended):
 		return 0, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
@@ -320,7 +320,7 @@ func (c *Client) holderOf(ctx context.Context) string {
 // releaseToken is a best-effort owner-checked delete, for an acquisition
 // that will not become a lease. held is whether the token held the key; err
 // is set when no answer came.
-func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string) (held bool, err error) {
+func (l Lock) releaseToken(ctx context.Context, be driver.Backend, token string) (held bool, err error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
 	if q := l.d.c.queueOf(be); q != nil && l.d.policy.Wait == WaitFIFO {
@@ -339,7 +339,7 @@ func (l Lock) releaseToken(ctx context.Context, be backend.Backend, token string
 // second at least a command timeout after the first, so that an acquire
 // still on its way is caught), or the TTL has passed (the key is gone by
 // then anyway), or the client closed.
-func (l Lock) giveBack(ctx context.Context, be backend.Backend, token string) {
+func (l Lock) giveBack(ctx context.Context, be driver.Backend, token string) {
 	c := l.d.c
 	until := time.Now().Add(l.d.policy.TTL)
 	wait, misses := c.cmdTimeout/2, 0

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/telemetry"
 )
@@ -226,7 +226,7 @@ func attemptOneByOne(ctx context.Context, set []Lock) ([]*Lease, []context.Conte
 // otherwise (keys across Cluster slots, Redlock, PostgreSQL), and when a lock
 // of the set waits in FIFO order: its queue decides who may take it, and its
 // release hands it over, which the one-step script knows nothing of.
-func batcherFor(set []Lock) backend.Batcher {
+func batcherFor(set []Lock) driver.Batcher {
 	if len(set) < 2 {
 		return nil
 	}
@@ -235,7 +235,7 @@ func batcherFor(set []Lock) backend.Batcher {
 			return nil
 		}
 	}
-	b, ok := set[0].d.c.be.(backend.Batcher)
+	b, ok := set[0].d.c.be.(driver.Batcher)
 	if !ok {
 		return nil
 	}
@@ -254,7 +254,7 @@ func batcherFor(set []Lock) backend.Batcher {
 // and lease, as if taken by TryDo; the backend call runs under the first
 // lock's acquire span. It returns the leases made before a failure, if any,
 // for the caller to give back.
-func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease, []context.Context, error) {
+func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, []context.Context, error) {
 	c := set[0].d.c
 	if c.isClosed() {
 		return nil, nil, ErrClosed
@@ -262,7 +262,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 	n := len(set)
 	hctxs := make([]context.Context, n)
 	holds := make([]*obs.Hold, n)
-	reqs := make([]*backend.Request, n)
+	reqs := make([]*driver.Request, n)
 	var actx context.Context // the first lock's acquire span: the call's
 	for i, l := range set {
 		hctxs[i], holds[i] = l.d.tel.StartHold(ctx, l.key)
@@ -271,7 +271,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 			actx = lactx
 		}
 		p := &l.d.policy
-		reqs[i] = &backend.Request{
+		reqs[i] = &driver.Request{
 			Key: l.key, Token: rand.Text(), Holder: c.holderOf(lactx), TTL: p.TTL, Fencing: p.Fencing,
 			Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 		}
@@ -287,7 +287,7 @@ func attemptBatch(ctx context.Context, b backend.Batcher, set []Lock) ([]*Lease,
 	fences, err := b.AcquireAll(actx, reqs)
 	switch {
 	case err == nil:
-	case errors.Is(err, backend.ErrContended):
+	case errors.Is(err, driver.ErrContended):
 		end(0, telemetry.OutcomeContended, ErrNotAcquired)
 		return nil, nil, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -63,9 +63,9 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 	if batcherFor([]Lock{x, y}) == nil {
 		b.Fatal("the set is not batched")
 	}
-	c1, err := New(Backend{spec: backend.Spec{Name: "redis", Open: func(cfg backend.Config) (backend.Backend, error) {
+	c1, err := New(driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		return oneByOne{newRedisBackend(rdb, cfg.CommandTimeout)}, nil
-	}}})
+	}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -105,6 +105,13 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 
 // oneByOne is a Redis backend without its Batcher: DoAll takes a set on it
 // one key at a time, as across Cluster slots.
-type oneByOne struct{ backend.Backend }
+type oneByOne struct{ driver.Backend }
 
 func (oneByOne) cheapDeadlines() {} // as the Redis backend it wraps
+
+// Capabilities are the Redis backend's, without batching or a queue.
+func (b oneByOne) Capabilities() driver.Capabilities {
+	c := b.Backend.Capabilities()
+	c.Batching, c.FairQueue = false, false
+	return c
+}

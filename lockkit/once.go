@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,7 +30,7 @@ import (
 // warnClient warns, through the Client's logger, when rdb ignores ctx
 // deadlines, so a stalled server holds a command for its ReadTimeout rather
 // than the command timeout.
-func warnClient(rdb redis.UniversalClient, cfg backend.Config) {
+func warnClient(rdb redis.UniversalClient, cfg driver.Config) {
 	if cfg.Warn == nil {
 		return
 	}

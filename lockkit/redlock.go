@@ -13,7 +13,7 @@ import (
 	"github.com/lockkit/lockkit/internal/obs"
 
 	"github.com/lockkit/lockkit/breaker"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,7 +31,7 @@ var errRedlockFencing = errors.New("fencing is not available on a Redlock client
 	"domain, or serve it from a single primary (with Sentinel and replicas: WAIT) or a Cluster")
 
 // newRedlockBackend makes the Redlock backend over nodes. Each node gets its own single-node backend, with its own breaker.
-func newRedlockBackend(nodes []redis.UniversalClient, cfg backend.Config) (*redlockBackend, error) {
+func newRedlockBackend(nodes []redis.UniversalClient, cfg driver.Config) (*redlockBackend, error) {
 	cmdTimeout := cfg.CommandTimeout
 	n := len(nodes)
 	switch {
@@ -118,26 +118,24 @@ type redlockBackend struct {
 }
 
 // redlockNode is one member: a single-node Redis backend behind its own
-// breaker, which the Client put there (backend.Config.Guard).
+// breaker, which the Client put there (driver.Config.Guard).
 type redlockNode struct {
 	name string
-	be   backend.Backend
+	be   driver.Backend
 }
 
 var (
-	_ backend.Backend        = (*redlockBackend)(nil)
-	_ backend.Quorum         = (*redlockBackend)(nil)
-	_ backend.FencingRefuser = (*redlockBackend)(nil)
+	_ driver.Backend = (*redlockBackend)(nil)
 )
 
 // redlockSpec is the Redlock backend over nodes.
-func redlockSpec(nodes []redis.UniversalClient) backend.Spec {
+func redlockSpec(nodes []redis.UniversalClient) driver.Spec {
 	for i, n := range nodes {
 		if err := checkRedisClient(n); err != nil {
-			return backend.Spec{Err: fmt.Errorf("lockkit: New: redlock node %d: %w", i, err)}
+			return driver.Spec{Err: fmt.Errorf("lockkit: New: redlock node %d: %w", i, err)}
 		}
 	}
-	return backend.Spec{Name: "redlock", Open: func(cfg backend.Config) (backend.Backend, error) {
+	return driver.Spec{Name: "redlock", Open: func(cfg driver.Config) (driver.Backend, error) {
 		return newRedlockBackend(nodes, cfg)
 	}}
 }
@@ -200,7 +198,7 @@ func (o nodeOutcome) String() string {
 // records them on the acquire span). The returned slice is owned by the
 // caller and not changed afterwards.
 type nodeReporter interface {
-	acquireNodes(ctx context.Context, req *backend.Request) (int64, []nodeOutcome, error)
+	acquireNodes(ctx context.Context, req *driver.Request) (int64, []nodeOutcome, error)
 }
 
 var _ nodeReporter = (*redlockBackend)(nil)
@@ -208,16 +206,20 @@ var _ nodeReporter = (*redlockBackend)(nil)
 // Close stops the idle workers.
 func (b *redlockBackend) Close() error { b.workers.stop(); return nil }
 
-// Tolerated: locks are still granted while a majority's breakers are
-// closed, so health stays green with up to N − quorum nodes open.
-func (b *redlockBackend) Tolerated() int { return len(b.nodes) - b.quorum }
-
-// FencingError refuses fencing domains (see errRedlockFencing).
-func (b *redlockBackend) FencingError() error { return errRedlockFencing }
+// Capabilities: a quorum whose health stays green with up to N − quorum
+// node breakers open (locks are still granted while a majority's breakers
+// are closed); no fences (see errRedlockFencing), no queue, no batching.
+func (b *redlockBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Name: "redlock", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond,
+		NoFences: errRedlockFencing.Error(),
+		Quorum:   true, Tolerated: len(b.nodes) - b.quorum,
+	}
+}
 
 // acquire is one attempt; each node's outcome becomes a
 // lockkit.redlock.node event on the acquire span in ctx.
-func (b *redlockBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+func (b *redlockBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	_, nodes, err := b.acquireNodes(ctx, req)
 	for _, o := range nodes {
 		obs.RedlockNode(ctx, o.Node, o.Result.String(), o.Latency, o.Err)
@@ -235,7 +237,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, req *backend.Request) (int
 //     is the acquire loop's, on its clock, with elapsed running from before
 //     this call to its return, so it includes the slowest node needed for
 //     the majority.
-//   - ok < majority, ok + held ≥ majority: backend.ErrContended (ErrNotAcquired).
+//   - ok < majority, ok + held ≥ majority: driver.ErrContended (ErrNotAcquired).
 //     A majority answered and the lock is held on enough of them that no
 //     majority was free.
 //   - ok + held < majority: fewer than a majority answered, so nothing can be
@@ -247,7 +249,7 @@ func (b *redlockBackend) Acquire(ctx context.Context, req *backend.Request) (int
 // waiting for slow nodes. Every failed attempt is released on the nodes that
 // may have taken the key: at once on those that answered, and by the node's
 // own goroutine when its answer arrives for those that had not.
-func (b *redlockBackend) acquireNodes(ctx context.Context, p *backend.Request) (int64, []nodeOutcome, error) {
+func (b *redlockBackend) acquireNodes(ctx context.Context, p *driver.Request) (int64, []nodeOutcome, error) {
 	key, token := p.Key, p.Token
 	if p.Fencing {
 		return 0, nil, errRedlockFencing // Client.Domain refuses it first
@@ -292,7 +294,7 @@ func (b *redlockBackend) acquireNodes(ctx context.Context, p *backend.Request) (
 	}
 	b.releaseAnswered(ctx, key, token, nodes)
 	if ok+held >= b.quorum {
-		return 0, nodes, backend.ErrContended
+		return 0, nodes, driver.ErrContended
 	}
 	return 0, nodes, b.failure("acquire", nodes)
 }
@@ -469,12 +471,12 @@ func (b *redlockBackend) newRound(key, token string) *redlockRound {
 }
 
 // acquireOn runs the acquisition on node i, through its breaker.
-func (r *redlockRound) acquireOn(ctx context.Context, i int, p *backend.Request) {
+func (r *redlockRound) acquireOn(ctx context.Context, i int, p *driver.Request) {
 	_, err := r.b.nodes[i].be.Acquire(ctx, p)
 	res := nodeOK
 	switch {
 	case err == nil:
-	case errors.Is(err, backend.ErrContended):
+	case errors.Is(err, driver.ErrContended):
 		res, err = nodeHeld, nil
 	case errors.Is(err, breaker.ErrOpen):
 		res = nodeRefused

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lockkit/lockkit/breaker"
@@ -245,7 +245,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 	l := lockOn(d, "shared")
 	// The per-node outcomes the acquire span gets.
 	token := "probe-token"
-	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), &backend.Request{Key: l.Key(), Token: token, TTL: d.policy.TTL})
+	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), &driver.Request{Key: l.Key(), Token: token, TTL: d.policy.TTL})
 	if err != nil {
 		t.Fatalf("acquire with 2 of 5 killed: %v (%v)", err, outs)
 	}

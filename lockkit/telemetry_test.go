@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/driver"
 	"log/slog"
 	"slices"
 	"strings"
@@ -53,7 +54,7 @@ func newTelRigOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *tel
 }
 
 // newTelRigOn is newTelRig over any backend.
-func newTelRigOn(t *testing.T, be Backend, opts ...Option) *telRig {
+func newTelRigOn(t *testing.T, be driver.Spec, opts ...Option) *telRig {
 	t.Helper()
 	g := &telRig{spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
 	g.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(g.spans))

@@ -18,7 +18,7 @@ import (
 // (an explicit step, never done behind your back), then use the same
 // generated helpers as on Redis. DoTx runs fn inside a transaction that holds
 // the lock, so the lock and the work commit or roll back together.
-func ExampleBackend() {
+func ExampleNew() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
@@ -28,7 +28,7 @@ func ExampleBackend() {
 	if err := postgres.Migrate(ctx, pool); err != nil { // CREATE TABLE IF NOT EXISTS lockkit_fences
 		log.Fatal(err)
 	}
-	client, err := lockkit.New(postgres.Backend(pool))
+	client, err := lockkit.New(postgres.New(pool))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func ExampleDoTx() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	client, err := lockkit.New(postgres.Backend(pool))
+	client, err := lockkit.New(postgres.New(pool))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func ExampleWithMaxHeld() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	client, err := lockkit.New(postgres.Backend(pool, postgres.WithMaxHeld(8)))
+	client, err := lockkit.New(postgres.New(pool, postgres.WithMaxHeld(8)))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func ExampleWithConnWait() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	client, err := lockkit.New(postgres.Backend(pool, postgres.WithConnWait(100*time.Millisecond)))
+	client, err := lockkit.New(postgres.New(pool, postgres.WithConnWait(100*time.Millisecond)))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // TTL equivalent), fences from a durable table, and transaction-scoped locks
 // that commit or roll back with the work (DoTx).
 //
-//	client, err := lockkit.New(postgres.Backend(pool), opts...)
+//	client, err := lockkit.New(postgres.New(pool, opts...))
 //
 // It lives in its own package so that programs on Redis do not link pgx:
 // package lockkit does not import it.
@@ -33,9 +33,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
-	"github.com/lockkit/lockkit/lockkit"
 )
 
 // ErrNoSession is matched by an acquire that found no free connection to hold
@@ -57,21 +56,21 @@ func WithConnWait(d time.Duration) Option {
 	return Option{func(o *pgbackend.Options) { o.ConnWait = d }}
 }
 
-// Backend is the PostgreSQL backend over pool, for lockkit.New. The Client
+// New is the PostgreSQL backend over pool, for lockkit.New. The Client
 // never closes pool; Client.Close closes the sessions of the locks it still
 // holds, which frees them.
-func Backend(pool *pgxpool.Pool, opts ...Option) lockkit.Backend {
+func New(pool *pgxpool.Pool, opts ...Option) driver.Spec {
 	var o pgbackend.Options
 	for _, opt := range opts {
 		if opt.set != nil {
 			opt.set(&o)
 		}
 	}
-	spec := backend.Spec{Name: "postgres"}
+	spec := driver.Spec{Name: "postgres"}
 	if pool == nil {
-		spec.Err = errors.New("lockkit: postgres.Backend: nil pool")
+		spec.Err = errors.New("lockkit: postgres.New: nil pool")
 	} else {
-		spec.Open = func(backend.Config) (backend.Backend, error) {
+		spec.Open = func(driver.Config) (driver.Backend, error) {
 			b, err := pgbackend.New(pool, o)
 			if err != nil {
 				return nil, err
@@ -80,34 +79,46 @@ func Backend(pool *pgxpool.Pool, opts ...Option) lockkit.Backend {
 			return pgBackend{Backend: b, name: fmt.Sprintf("postgres(%s:%d/%s)", cfg.Host, cfg.Port, cfg.Database)}, nil
 		}
 	}
-	return backend.Public(spec).(lockkit.Backend)
+	return spec
 }
 
-// pgBackend adds what the Client asks of a backend besides I/O: its name,
-// and which errors are capacity rather than server failures.
+// pgBackend adds what the Client asks of a backend besides I/O: its
+// capabilities, and the classification of its acquisitions' errors.
 type pgBackend struct {
 	*pgbackend.Backend
 	name string
 }
 
-func (b pgBackend) Name() string { return b.name }
+// Capabilities are pgbackend's, named after the server.
+func (b pgBackend) Capabilities() driver.Capabilities {
+	c := b.Backend.Capabilities()
+	c.Name = b.name
+	return c
+}
 
-func (b pgBackend) IsCapacity(err error) bool { return errors.Is(err, pgbackend.ErrNoSession) }
+// Acquire marks its errors for the Client's breaker (classify).
+func (b pgBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
+	fence, err := b.Backend.Acquire(ctx, req)
+	return fence, classify(err)
+}
 
-// IsFailure: a connection exception (SQLSTATE class 08) or a server shutting
-// down or starting up (57P01 admin_shutdown, 57P02 crash_shutdown, 57P03
-// cannot_connect_now) means the server cannot serve locks now; the breaker
-// counts it. Network errors it recognises by itself.
-func (b pgBackend) IsFailure(err error) bool {
+// classify marks no free connection as capacity, and a connection exception
+// (SQLSTATE class 08) or a server shutting down or starting up (57P01
+// admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now) as a
+// failure: the server cannot serve locks now, and the breaker counts it.
+// Network errors the breaker recognises by itself.
+func classify(err error) error {
+	if err == nil || errors.Is(err, driver.ErrContended) {
+		return err
+	}
+	if errors.Is(err, pgbackend.ErrNoSession) {
+		return driver.Capacity(err)
+	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
-		return false
+	if errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03") {
+		return driver.Failure(err)
 	}
-	switch {
-	case strings.HasPrefix(pe.Code, "08"), pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03":
-		return true
-	}
-	return false
+	return err
 }
 
 // Execer runs a statement: a *pgxpool.Pool, *pgx.Conn or pgx.Tx.

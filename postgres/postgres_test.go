@@ -54,7 +54,7 @@ func startPG(t testing.TB) *testserver.Postgres {
 // newClient is a lockkit client over pool, closed with the test.
 func newClient(t testing.TB, pool *pgxpool.Pool, opts ...postgres.Option) *lockkit.Client {
 	t.Helper()
-	c, err := lockkit.New(postgres.Backend(pool, opts...), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(postgres.New(pool, opts...), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestPoolExhaustedConnWait(t *testing.T) {
 func TestCloseDuringDo(t *testing.T) {
 	pg := startPG(t)
 	admin := testserver.PgxPool(t, pg.DSN(), 2)
-	c1, err := lockkit.New(postgres.Backend(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c1, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +426,7 @@ func holderMain() int {
 		return 1
 	}
 	defer pool.Close()
-	c, err := lockkit.New(postgres.Backend(pool), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(postgres.New(pool), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Printf("error %v\n", err)
 		return 1
@@ -605,7 +605,7 @@ func TestServerDownBreaker(t *testing.T) {
 	pg := startPG(t)
 	var changes []string
 	var mu sync.Mutex
-	c, err := lockkit.New(postgres.Backend(testserver.PgxPool(t, pg.DSN(), 4)),
+	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 4)),
 		lockkit.WithLogger(slog.New(slog.DiscardHandler)),
 		lockkit.WithBreaker(breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 300 * time.Millisecond,
 			OnStateChange: func(_ string, from, to breaker.State) {
@@ -668,7 +668,7 @@ func TestServerDownBreaker(t *testing.T) {
 func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
 	pg := startPG(t)
 	admin := testserver.PgxPool(t, pg.DSN(), 2)
-	c1, err := lockkit.New(postgres.Backend(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c1, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

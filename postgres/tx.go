@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/lockkit"
 )
@@ -87,7 +87,7 @@ func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ct
 	}()
 	tb := &txBackend{tx: tx, pool: pool, pid: conn.Conn().PgConn().PID()}
 	var commitErr error
-	err = backend.DoOn(ctx, lock, tb, func(fctx context.Context, lease *lockkit.Lease) error {
+	err = lockkit.DoOn(ctx, lock, tb, func(fctx context.Context, lease *lockkit.Lease) error {
 		if err := fn(fctx, tx, lease); err != nil {
 			return err
 		}
@@ -136,14 +136,14 @@ type txBackend struct {
 	broken error  // the error that aborted tx
 }
 
-func (b *txBackend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+func (b *txBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	if b.broken != nil {
 		return 0, b.broken
 	}
 	fence, err := pgbackend.AcquireTx(ctx, b.tx, req.Key, req.TTL, req.Fencing)
-	if err != nil && !errors.Is(err, backend.ErrContended) {
+	if err != nil && !errors.Is(err, driver.ErrContended) {
 		// Any other error aborted the transaction: no retry can succeed.
-		b.broken = fmt.Errorf("%w (the transaction is aborted: %w)", err, backend.ErrFinal)
+		b.broken = fmt.Errorf("%w (the transaction is aborted: %w)", err, driver.ErrFinal)
 		return 0, b.broken
 	}
 	return fence, err
@@ -161,3 +161,8 @@ func (b *txBackend) Release(context.Context, string, string) (bool, error) { ret
 
 func (b *txBackend) Ping(ctx context.Context) error { return nil }
 func (b *txBackend) Close() error                   { return nil }
+
+// Capabilities: the transaction's lock, fenced from the fence table.
+func (b *txBackend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Name: "postgres(tx)", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true}
+}

@@ -19,7 +19,7 @@ func newClient(rdb *redis.Client, pool *pgxpool.Pool, opts ...lockkit.Option) (*
 	if rdb != nil {
 		return lockkit.New(lockkit.Redis(rdb), opts...)
 	}
-	return lockkit.New(postgres.Backend(pool), opts...)
+	return lockkit.New(postgres.New(pool), opts...)
 }
 
 // migrate creates the PostgreSQL fence table with the current tree.

@@ -12,7 +12,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/rs/zerolog"
@@ -54,7 +54,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			name = "backend-fencing"
 		}
 		b.Run(name, func(b *testing.B) {
-			r := &backend.Request{Key: key, Token: "bench", TTL: 10 * time.Second, Fencing: fencing}
+			r := &driver.Request{Key: key, Token: "bench", TTL: 10 * time.Second, Fencing: fencing}
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := be.Acquire(ctx, r); err != nil {
@@ -75,7 +75,7 @@ func BenchmarkExtend(b *testing.B) {
 	ctx := context.Background()
 	pool := testserver.PgxPool(b, pg.DSN(), 4)
 	be := newBackend(b, pool, pgbackend.Options{})
-	r := &backend.Request{Key: "lock:bench-extend", Token: "bench", TTL: 10 * time.Second}
+	r := &driver.Request{Key: "lock:bench-extend", Token: "bench", TTL: 10 * time.Second}
 	if _, err := be.Acquire(ctx, r); err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func BenchmarkParallel16(b *testing.B) {
 		b.SetParallelism(8) // 16 goroutines on 2 CPUs
 		b.ResetTimer()
 		b.RunParallel(func(p *testing.PB) {
-			r := &backend.Request{Key: fmt.Sprint("lock:par-", seq.Add(1)), Token: "bench", TTL: 10 * time.Second}
+			r := &driver.Request{Key: fmt.Sprint("lock:par-", seq.Add(1)), Token: "bench", TTL: 10 * time.Second}
 			for p.Next() {
 				if _, err := be.Acquire(ctx, r); err != nil {
 					b.Error(err)
@@ -195,8 +195,8 @@ func BenchmarkAcquireReleasePaired(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Release()
-	rPlain := &backend.Request{Key: key, Token: "bench", TTL: 10 * time.Second}
-	rFence := &backend.Request{Key: key, Token: "bench", TTL: 10 * time.Second, Fencing: true}
+	rPlain := &driver.Request{Key: key, Token: "bench", TTL: 10 * time.Second}
+	rFence := &driver.Request{Key: key, Token: "bench", TTL: 10 * time.Second, Fencing: true}
 	floor := func() {
 		var ok bool
 		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", id).Scan(&ok); err != nil || !ok {
@@ -206,7 +206,7 @@ func BenchmarkAcquireReleasePaired(b *testing.B) {
 			b.Fatal(ok, err)
 		}
 	}
-	through := func(r *backend.Request) func() {
+	through := func(r *driver.Request) func() {
 		return func() {
 			if _, err := be.Acquire(ctx, r); err != nil {
 				b.Fatal(err)
@@ -286,7 +286,7 @@ func benchParallel16Paired(b *testing.B, dsn string) {
 	var mu sync.Mutex
 	const goroutines, per = 16, 10
 	dedicated := func(g int) error {
-		r := &backend.Request{Key: fmt.Sprint("lock:pair-", g), Token: "bench", TTL: 10 * time.Second}
+		r := &driver.Request{Key: fmt.Sprint("lock:pair-", g), Token: "bench", TTL: 10 * time.Second}
 		for range per {
 			if _, err := be.Acquire(ctx, r); err != nil {
 				return err

@@ -17,7 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
@@ -56,7 +56,7 @@ func holderMain() int {
 		return fail("%v", err)
 	}
 	defer b.Close()
-	r := &backend.Request{Key: key, Token: "holder", TTL: ttl, Fencing: true}
+	r := &driver.Request{Key: key, Token: "holder", TTL: ttl, Fencing: true}
 	fenceNo, err := b.Acquire(ctx, r)
 	if err != nil {
 		return fail("acquire: %v", err)
@@ -193,7 +193,7 @@ func TestServerRestart(t *testing.T) {
 	if err := syscall.Kill(bpid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if held || err == nil || errors.Is(err, backend.ErrContended) {
+	if held || err == nil || errors.Is(err, driver.ErrContended) {
 		t.Fatalf("Extend against a paused server = %v, %v; want an error", held, err)
 	}
 	mustContend(t, b2, req(rp.Key, time.Second, false))

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
@@ -57,12 +57,12 @@ func token() string {
 	return hex.EncodeToString(b[:])
 }
 
-func req(key string, ttl time.Duration, fencing bool) *backend.Request {
-	return &backend.Request{Key: key, Token: token(), TTL: ttl, Fencing: fencing}
+func req(key string, ttl time.Duration, fencing bool) *driver.Request {
+	return &driver.Request{Key: key, Token: token(), TTL: ttl, Fencing: fencing}
 }
 
 // mustAcquire acquires r or fails the test.
-func mustAcquire(t testing.TB, b *pgbackend.Backend, r *backend.Request) int64 {
+func mustAcquire(t testing.TB, b *pgbackend.Backend, r *driver.Request) int64 {
 	t.Helper()
 	f, err := b.Acquire(ctxT(t, 5*time.Second), r)
 	if err != nil {
@@ -75,10 +75,10 @@ func mustAcquire(t testing.TB, b *pgbackend.Backend, r *backend.Request) int64 {
 }
 
 // mustContend checks that r is refused as held.
-func mustContend(t testing.TB, b *pgbackend.Backend, r *backend.Request) {
+func mustContend(t testing.TB, b *pgbackend.Backend, r *driver.Request) {
 	t.Helper()
 	f, err := b.Acquire(ctxT(t, 5*time.Second), r)
-	if !errors.Is(err, backend.ErrContended) {
+	if !errors.Is(err, driver.ErrContended) {
 		t.Fatalf("acquire held %q: fence %d, err %v; want ErrContended", r.Key, f, err)
 	}
 }
@@ -86,7 +86,7 @@ func mustContend(t testing.TB, b *pgbackend.Backend, r *backend.Request) {
 // acquireWithin polls until r is acquired, for at most d, and returns how
 // long that took. Errors other than ErrContended are retried too (a pool's
 // connections may be dead after a restart).
-func acquireWithin(t testing.TB, b *pgbackend.Backend, r *backend.Request, d time.Duration) (int64, time.Duration) {
+func acquireWithin(t testing.TB, b *pgbackend.Backend, r *driver.Request, d time.Duration) (int64, time.Duration) {
 	t.Helper()
 	start := time.Now()
 	var last error

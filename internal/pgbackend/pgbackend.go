@@ -1,7 +1,7 @@
 // Package pgbackend is lockkit's PostgreSQL backend: session advisory locks,
 // one dedicated pool connection per held lease, a server-side idle limit as
 // the TTL, and fences from a durable table issued in the grant's statement.
-// It does I/O only (see internal/backend): no retries, sleeps, logs or
+// It does I/O only (see package driver): no retries, sleeps, logs or
 // telemetry.
 //
 // # How a lease holds its lock
@@ -71,7 +71,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 )
 
 // ErrNoSession is wrapped by an acquire that found no connection to hold
@@ -97,7 +97,7 @@ type Options struct {
 	ConnWait time.Duration
 }
 
-// Backend implements backend.Backend over a pgxpool.Pool. It is safe for
+// Backend implements driver.Backend over a pgxpool.Pool. It is safe for
 // concurrent use.
 type Backend struct {
 	pool     *pgxpool.Pool
@@ -125,7 +125,7 @@ type gate struct {
 	refs int           // acquires using the gate; it is dropped at 0
 }
 
-var _ backend.Backend = (*Backend)(nil)
+var _ driver.Backend = (*Backend)(nil)
 
 // lease is one held lock and the connection whose session holds it.
 type lease struct {
@@ -181,10 +181,10 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 
 // Acquire takes req.Key with pg_try_advisory_lock on a connection of its own
 // and keeps that connection for the hold. It returns the fence (0 without
-// req.Fencing), backend.ErrContended when the key is held (by any session,
+// req.Fencing), driver.ErrContended when the key is held (by any session,
 // including another lease of this backend), an error wrapping ErrNoSession
 // when no connection was free within ConnWait, or another error.
-func (b *Backend) Acquire(ctx context.Context, req *backend.Request) (int64, error) {
+func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	return b.acquire(ctx, req, 0)
 }
 
@@ -192,18 +192,18 @@ func (b *Backend) Acquire(ctx context.Context, req *backend.Request) (int64, err
 // at most maxWait (and never past ctx's deadline): pg_advisory_lock under a
 // statement-local lock_timeout. Waiters are granted in arrival order, and a
 // release wakes the next waiter at once, with no polling. It returns
-// backend.ErrContended when the wait runs out. Within one backend, queued
+// driver.ErrContended when the wait runs out. Within one backend, queued
 // acquires of one key line up in process (in arrival order) and only the
 // first waits in PostgreSQL, on a pool connection (counted in MaxHeld): a
 // key's waiters cost one connection per process, not one each.
-func (b *Backend) AcquireWait(ctx context.Context, req *backend.Request, maxWait time.Duration) (int64, error) {
+func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, error) {
 	if maxWait < time.Millisecond {
 		return 0, fmt.Errorf("lockkit/pg: AcquireWait: maxWait %v is under a millisecond", maxWait)
 	}
 	return b.acquire(ctx, req, maxWait)
 }
 
-func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait time.Duration) (int64, error) {
+func (b *Backend) acquire(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, error) {
 	if req == nil {
 		return 0, errors.New("lockkit/pg: nil request")
 	}
@@ -228,7 +228,7 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 	}
 	if _, dup := b.leases[lid]; dup || maxWait == 0 && b.holding[req.Key]+b.trying[req.Key] > 0 {
 		b.mu.Unlock()
-		return 0, backend.ErrContended
+		return 0, driver.ErrContended
 	}
 	b.leases[lid] = l
 	if maxWait == 0 {
@@ -264,7 +264,7 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 		l.leave = leave
 		l.mu.Unlock()
 		if maxWait = time.Until(deadline); maxWait < time.Millisecond {
-			return 0, backend.ErrContended
+			return 0, driver.ErrContended
 		}
 	}
 
@@ -345,12 +345,12 @@ func (b *Backend) acquire(ctx context.Context, req *backend.Request, maxWait tim
 	case err == nil:
 		// Not taken: the statement changed nothing on the session.
 		b.giveBack(conn)
-		return 0, backend.ErrContended
+		return 0, driver.ErrContended
 	case maxWait > 0 && sqlState(err) == "55P03":
 		// lock_timeout ran out in the queue: the statement was aborted
 		// before the lock was granted, and its settings rolled back.
 		b.giveBack(conn)
-		return 0, backend.ErrContended
+		return 0, driver.ErrContended
 	}
 	// The lock may have been taken before the statement failed (a session
 	// lock outlives its aborted transaction): close the session, which
@@ -389,7 +389,7 @@ func (b *Backend) enter(ctx context.Context, key string, wait time.Duration) (le
 		case g.ch <- struct{}{}:
 		case <-tm.C:
 			drop()
-			return nil, backend.ErrContended
+			return nil, driver.ErrContended
 		case <-ctx.Done():
 			drop()
 			return nil, fmt.Errorf("lockkit/pg: acquire: waiting in line behind this process's other waiters: %w", context.Cause(ctx))
@@ -774,4 +774,10 @@ func sqlState(err error) string {
 		return pe.Code
 	}
 	return ""
+}
+
+// Capabilities: TTLs (idle_session_timeout) in whole milliseconds; fences
+// from the fence table; no queue or batching.
+func (b *Backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
@@ -29,19 +29,19 @@ func TestBackend(t *testing.T) {
 		ctx := ctxT(t, 5*time.Second)
 		for _, c := range []struct {
 			name string
-			req  *backend.Request
+			req  *driver.Request
 			want string
 		}{
 			{"nil", nil, "nil request"},
-			{"empty key", &backend.Request{Token: "t", TTL: time.Second}, "empty lock key"},
-			{"zero ttl", &backend.Request{Key: "k", Token: "t"}, "not positive"},
-			{"negative ttl", &backend.Request{Key: "k", Token: "t", TTL: -time.Second}, "not positive"},
-			{"sub-ms ttl", &backend.Request{Key: "k", Token: "t", TTL: 999 * time.Microsecond}, "under a millisecond"},
-			{"huge ttl", &backend.Request{Key: "k", Token: "t", TTL: 30 * 24 * time.Hour}, "largest idle limit"},
-			{"empty token", &backend.Request{Key: "k", TTL: time.Second}, "empty token"},
+			{"empty key", &driver.Request{Token: "t", TTL: time.Second}, "empty lock key"},
+			{"zero ttl", &driver.Request{Key: "k", Token: "t"}, "not positive"},
+			{"negative ttl", &driver.Request{Key: "k", Token: "t", TTL: -time.Second}, "not positive"},
+			{"sub-ms ttl", &driver.Request{Key: "k", Token: "t", TTL: 999 * time.Microsecond}, "under a millisecond"},
+			{"huge ttl", &driver.Request{Key: "k", Token: "t", TTL: 30 * 24 * time.Hour}, "largest idle limit"},
+			{"empty token", &driver.Request{Key: "k", TTL: time.Second}, "empty token"},
 		} {
 			_, err := b.Acquire(ctx, c.req)
-			if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, backend.ErrContended) {
+			if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, driver.ErrContended) {
 				t.Errorf("%s: Acquire err = %v, want one containing %q", c.name, err, c.want)
 			}
 		}
@@ -203,7 +203,7 @@ func TestBackend(t *testing.T) {
 			t.Fatalf("two goroutines on one pool: errors %v and %v; want exactly one grant", got[0], got[1])
 		}
 		for _, err := range got {
-			if err != nil && !errors.Is(err, backend.ErrContended) {
+			if err != nil && !errors.Is(err, driver.ErrContended) {
 				t.Fatalf("the refused one: %v, want ErrContended", err)
 			}
 		}
@@ -224,7 +224,7 @@ func TestBackend(t *testing.T) {
 		// Queued attempts that time out must not bump it either.
 		for range 3 {
 			_, err := b2.AcquireWait(ctx, req(r.Key, time.Second, true), 20*time.Millisecond)
-			if !errors.Is(err, backend.ErrContended) {
+			if !errors.Is(err, driver.ErrContended) {
 				t.Fatalf("AcquireWait on a held key: %v, want ErrContended", err)
 			}
 		}
@@ -234,7 +234,7 @@ func TestBackend(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(context.Background())
-		if _, err := pgbackend.AcquireTx(ctx, tx, r.Key, time.Second, true); !errors.Is(err, backend.ErrContended) {
+		if _, err := pgbackend.AcquireTx(ctx, tx, r.Key, time.Second, true); !errors.Is(err, driver.ErrContended) {
 			t.Fatalf("AcquireTx on a held key: %v, want ErrContended", err)
 		}
 		if err := tx.Commit(ctx); err != nil {
@@ -293,7 +293,7 @@ func TestBackend(t *testing.T) {
 		b := newBackend(t, pool, pgbackend.Options{})
 		r := req("lock:nofence", 10*time.Second, true)
 		_, err := b.Acquire(ctx, r)
-		if err == nil || errors.Is(err, backend.ErrContended) || !strings.Contains(err.Error(), "pgbackend.Migrate") ||
+		if err == nil || errors.Is(err, driver.ErrContended) || !strings.Contains(err.Error(), "pgbackend.Migrate") ||
 			!strings.Contains(err.Error(), "lockkit_fences") {
 			t.Fatalf("fencing acquire without the table: %v; want an error naming the table and Migrate", err)
 		}
@@ -471,7 +471,7 @@ func TestBackend(t *testing.T) {
 		f1 := mustAcquire(t, b1, r)
 		start := time.Now()
 		_, err := b2.AcquireWait(ctx, req(r.Key, time.Second, true), 150*time.Millisecond)
-		if took := time.Since(start); !errors.Is(err, backend.ErrContended) || took < 140*time.Millisecond || took > 2*time.Second {
+		if took := time.Since(start); !errors.Is(err, driver.ErrContended) || took < 140*time.Millisecond || took > 2*time.Second {
 			t.Fatalf("AcquireWait 150ms on a held key: %v after %v; want ErrContended after about 150ms", err, took)
 		}
 		// Released while one waits: the waiter gets it at once.
@@ -543,7 +543,7 @@ func TestBackend(t *testing.T) {
 		mustAcquire(t, b1, r)
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if _, err := b2.AcquireWait(short, req(r.Key, time.Second, false), 5*time.Second); !errors.Is(err, backend.ErrContended) {
+		if _, err := b2.AcquireWait(short, req(r.Key, time.Second, false), 5*time.Second); !errors.Is(err, driver.ErrContended) {
 			t.Fatalf("AcquireWait bounded by ctx: %v, want ErrContended", err)
 		}
 	})
@@ -652,7 +652,7 @@ func testMutualExclusion(t *testing.T, dsn string) {
 				for time.Now().Before(stop) {
 					r := req(key, 5*time.Second, true)
 					f, err := b.Acquire(ctx, r)
-					if errors.Is(err, backend.ErrContended) {
+					if errors.Is(err, driver.ErrContended) {
 						time.Sleep(time.Millisecond)
 						continue
 					}
@@ -731,7 +731,7 @@ func testTx(t *testing.T, dsn string) {
 			t.Fatal(err)
 		}
 		defer tx2.Rollback(context.Background())
-		if _, err := pgbackend.AcquireTx(ctx, tx2, key, time.Second, false); !errors.Is(err, backend.ErrContended) {
+		if _, err := pgbackend.AcquireTx(ctx, tx2, key, time.Second, false); !errors.Is(err, driver.ErrContended) {
 			t.Fatalf("AcquireTx in another tx: %v, want ErrContended", err)
 		}
 		_ = tx2.Rollback(ctx)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 )
 
 // AcquireTx takes key for the rest of tx with pg_try_advisory_xact_lock, in
@@ -16,7 +16,7 @@ import (
 // and everything else tx does commit or roll back together: the lock is
 // released when tx ends, either way, and there is no release to call.
 //
-// It returns backend.ErrContended, leaving tx usable, when the key is held
+// It returns driver.ErrContended, leaving tx usable, when the key is held
 // (by a session lock or another transaction: they share one lock space).
 // Any other error aborts tx. The server ends tx's session when it sits idle
 // between statements for TxIdleLimit(ttl), which rolls it back and frees the
@@ -51,7 +51,7 @@ func AcquireTx(ctx context.Context, tx pgx.Tx, key string, ttl time.Duration, fe
 		return 0, fmt.Errorf("lockkit/pg: acquire in transaction: %w", err)
 	}
 	if !ok {
-		return 0, backend.ErrContended
+		return 0, driver.ErrContended
 	}
 	return fence, nil
 }

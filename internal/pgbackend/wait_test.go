@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/internal/backend"
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
@@ -89,7 +89,7 @@ func TestWaitStrategies(t *testing.T) {
 						if err == nil {
 							break
 						}
-						if !errors.Is(err, backend.ErrContended) {
+						if !errors.Is(err, driver.ErrContended) {
 							errs.Add(1)
 						}
 						if time.Now().After(stop) {

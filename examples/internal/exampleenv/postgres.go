@@ -99,7 +99,7 @@ func (e *Env) NewPostgresClient(ctx context.Context, opts ...lockkit.Option) (*l
 		return nil, nil, err
 	}
 	all := append([]lockkit.Option{lockkit.WithLogger(e.log), lockkit.WithTracerProvider(e.TracerProvider)}, opts...)
-	lk, err := lockkit.New(postgres.Backend(pool), all...)
+	lk, err := lockkit.New(postgres.New(pool), all...)
 	if err != nil {
 		return nil, nil, err
 	}

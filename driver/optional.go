@@ -1,4 +1,4 @@
-package backend
+package driver
 
 import (
 	"context"
@@ -6,47 +6,20 @@ import (
 	"time"
 )
 
-// The optional interfaces below let the Client keep one circuit breaker per
-// node without a backend knowing about breakers: a backend says which node
-// serves a key (Router), or is built from member backends that the Client
-// guards one by one (Quorum). Breakers, their telemetry and health reports
-// stay in the Client.
-
-// Named is implemented by a backend that can name the node (or deployment) it
-// talks to: the name of its breaker and of its health entry. Without it the
-// Client uses the Spec's Name.
-type Named interface {
-	Name() string
-}
+// The optional interfaces below are operations only some stores have. A
+// backend declares each one it implements in its Capabilities.
 
 // Router is implemented by a backend whose keys are served by several nodes
-// (a Redis Cluster: one master per slot range). The Client keeps one breaker
-// per node name that NodeFor returns; an error means the backend cannot tell
-// now (no slot map yet), and the key falls to the breaker of the deployment
-// as a whole (Named's name). NodeFor must be cheap and bounded by ctx.
+// (a Redis Cluster: one master per slot range), declared by
+// Capabilities.Routing. The Client keeps one breaker per node name that
+// NodeFor returns; an error means the backend cannot tell now (no slot map
+// yet), and the key falls to the breaker of the deployment as a whole
+// (Capabilities.Name). NodeFor must be cheap and bounded by ctx.
 type Router interface {
 	NodeFor(ctx context.Context, key string) (node string, err error)
 }
 
-// Quorum is implemented by a backend built from member backends that it
-// decides over by majority (Redlock). Its members were guarded by the
-// Client's Config.Guard, each with its own breaker, when the backend was
-// opened; the Client does not guard the quorum backend as a whole.
-// Tolerated is how many members may have an open breaker while locks can
-// still be granted (N − majority): health stays green up to that.
-type Quorum interface {
-	Tolerated() int
-}
-
-// Waiter is implemented by a backend that can wait for a held lock on the
-// server, in a fair queue, rather than be polled. AcquireWait is Acquire that
-// waits at most maxWait for the lock and returns ErrContended when it runs
-// out.
-type Waiter interface {
-	AcquireWait(ctx context.Context, req *Request, maxWait time.Duration) (fence int64, err error)
-}
-
-// Batcher is implemented by a backend that can take several keys in one
+// Batcher is implemented by a backend, declared by Capabilities.Batching, that can take several keys in one
 // atomic step when they live together (one Redis server, or one Cluster hash
 // slot). The Client asks CanBatch once per set: when it says no, the keys are
 // taken one by one, in canonical order, with rollback.
@@ -65,29 +38,6 @@ type Batcher interface {
 	// for the most any request of the set asks for (WAIT covers every
 	// write of the step), at most the longest ReplicaTimeout.
 	AcquireAll(ctx context.Context, reqs []*Request) (fences []int64, err error)
-}
-
-// Capacity is implemented by a backend whose acquire can fail for want of a
-// local resource (a free pool connection) rather than because the server
-// failed. The Client reports such an error as unavailable but does not count
-// it against the breaker: the server is fine.
-type Capacity interface {
-	IsCapacity(err error) bool
-}
-
-// Classifier is implemented by a backend whose failures the Client's
-// breaker cannot recognise on its own (it knows network errors and Redis
-// replies): IsFailure reports whether err means the server cannot serve
-// locks now (shutting down, starting up, connection lost), so that the
-// breaker counts it.
-type Classifier interface {
-	IsFailure(err error) bool
-}
-
-// FencingRefuser is implemented by a backend that cannot issue fences worth
-// the name (Redlock). The Client refuses fencing domains on it with the error.
-type FencingRefuser interface {
-	FencingError() error
 }
 
 // TTLChecker is implemented by a backend with a largest TTL of its own
@@ -110,8 +60,8 @@ type Config struct {
 	Warn func(msg string, args ...any)
 }
 
-// Spec is how a public constructor (lockkit.Redis, lockkit.Redlock,
-// postgres.Backend) hands a backend to lockkit.New: Open is called once, by
+// Spec is how a backend's constructor (lockkit.Redis, lockkit.Redlock,
+// postgres.New, or a third party's) hands a backend to lockkit.New: Open is called once, by
 // New. Err, when set, is returned by New instead (a constructor's argument
 // error, reported where the caller handles errors).
 type Spec struct {
@@ -120,23 +70,11 @@ type Spec struct {
 	Err  error
 }
 
-// Public turns a Spec into a lockkit.Backend value. Package lockkit sets it
-// when it is initialized, so that backend packages outside lockkit (which
-// import it) can build the public value without lockkit exporting the seam.
-var Public func(Spec) any
-
-// DoOn runs lockkit's Lock.Do (lock, a lockkit.Lock; fn, a
-// func(context.Context, *lockkit.Lease) error) with be in place of the
-// Client's backend: for a lock that lives as long as a transaction
-// (postgres.DoTx), with the Client's retries, telemetry, lease tracking,
-// deadlines and error vocabulary. Package lockkit sets it.
-var DoOn func(ctx context.Context, lock any, be Backend, fn any) error
-
 // ErrFinal, wrapped by a backend error, tells the Client not to retry: the
 // backend cannot succeed on this request any more (an aborted transaction).
 var ErrFinal = errors.New("lockkit: no retry possible")
 
-// Queue is implemented by a backend that keeps a fair queue of waiters per
+// Queue is implemented by a backend, declared by Capabilities.FairQueue, that keeps a fair queue of waiters per
 // key, with push wake-up (Redis, internal/fifo): what a domain with FIFO
 // waiting needs. The Client drives the wait, as it drives polling: it sends
 // QueueAcquire (one attempt, which joins the queue when it fails), waits on
@@ -178,16 +116,6 @@ type QueueWaiter interface {
 	// Granted is the grant a handover's push carried, if one came.
 	Granted() (QueueResult, bool)
 	Close()
-}
-
-// Replicated is implemented by a backend whose deployment replicates
-// asynchronously and fails over (Redis Sentinel, Redis Cluster): a lock the
-// primary granted can be lost in a failover unless the grant waited for
-// replicas. Deployment names it ("Redis Sentinel"), or "" when this client
-// is not such a deployment. The Client warns about fencing domains that set
-// no replicas on it.
-type Replicated interface {
-	Deployment() string
 }
 
 // ReplicaExtender is implemented by a backend whose primary copies its
