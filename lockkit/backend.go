@@ -83,11 +83,6 @@ func (b *redisBackend) deployment() string {
 	return ""
 }
 
-// cheapDeadlines marks a backend whose client reads a ctx's deadline into
-// its connection deadlines, so the Client bounds its commands with
-// commandCtx (no timer) rather than context.WithTimeout.
-func (b *redisBackend) cheapDeadlines() {}
-
 // NodeFor is the address of the Cluster master that serves key. The lookup
 // is bounded by the command timeout.
 func (b clusterBackend) NodeFor(ctx context.Context, key string) (string, error) {
@@ -310,7 +305,34 @@ func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, er
 	return n == 1, err
 }
 
-func (b *redisBackend) Ping(ctx context.Context) error { return b.rdb.Ping(ctx).Err() }
+// Ping sends PING. go-redis dials in a goroutine of its own, so a caller
+// whose ctx ends first learns only "context deadline exceeded", even when
+// every dial was refused. Ping then names the real cause: it dials the
+// server once more with the client's own dialer (Sentinel's master lookup,
+// TLS and all), bounded by pingDiagnosis, and adds that dial's error.
+func (b *redisBackend) Ping(ctx context.Context) error {
+	err := b.rdb.Ping(ctx).Err()
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	c, ok := b.rdb.(*redis.Client)
+	if !ok || c.Options().Dialer == nil {
+		return err
+	}
+	o := c.Options()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingDiagnosis)
+	defer cancel()
+	conn, derr := o.Dialer(dctx, o.Network, o.Addr)
+	if derr != nil {
+		return fmt.Errorf("%w (a new connection fails: %w)", err, derr)
+	}
+	_ = conn.Close()
+	return err
+}
+
+// pingDiagnosis bounds Ping's diagnostic dial: a refused or unreachable
+// server answers at once; one that accepts slowly adds nothing to say.
+const pingDiagnosis = 100 * time.Millisecond
 
 // Close closes the FIFO Notifier, if any; the go-redis client is the caller's.
 func (b *redisBackend) Close() error {

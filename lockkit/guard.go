@@ -31,7 +31,6 @@ type guarded struct {
 	batcher    driver.Batcher         // nil: sets are taken one by one
 	queue      driver.Queue           // nil: be keeps no FIFO queues
 	extender   driver.ReplicaExtender // nil: be has no replicas to wait for
-	cheap      bool                   // be takes deadlines without timers (go-redis)
 	cmdTimeout time.Duration
 
 	mu     sync.Mutex
@@ -58,7 +57,6 @@ func (c *Client) guard(name string, be driver.Backend) driver.Backend {
 		g.queue, _ = be.(driver.Queue)
 	}
 	g.extender, _ = be.(driver.ReplicaExtender)
-	_, g.cheap = be.(interface{ cheapDeadlines() })
 	if g.router == nil {
 		g.named(name, true)
 	}
@@ -170,14 +168,10 @@ func (g *guarded) guardedAcquire(ctx context.Context, req *driver.Request, send 
 	var realErr error
 	err := br.Do(ctx, func(ctx context.Context) error {
 		d := g.cmdTimeout + req.ReplicaTimeout
-		var err error
-		if g.cheap {
-			err = send(commandCtx(ctx, d))
-		} else {
-			cctx, cancel := context.WithTimeout(ctx, d)
-			err = send(cctx)
-			cancel()
-		}
+		// A timer, not only a deadline: see deadline.go.
+		cctx, cancel := context.WithTimeout(ctx, d)
+		err := send(cctx)
+		cancel()
 		realErr = err
 		return g.verdict(err)
 	})

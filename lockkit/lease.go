@@ -345,7 +345,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	if ctx == nil {
 		return fmt.Errorf("lockkit: release %s: %w", l.lock.key, errNilCtx)
 	}
-	return l.release(ctx, commandCtx(context.WithoutCancel(ctx), l.lock.d.c.cmdTimeout), errReleased)
+	// A timer, not only a deadline: go-redis dials in a goroutine of its
+	// own (retrying DialerRetries times, 100ms apart) and the caller leaves
+	// that wait only when ctx is done (deadline.go).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.lock.d.c.cmdTimeout)
+	defer cancel()
+	return l.release(ctx, cctx, errReleased)
 }
 
 // release sends the delete under cctx; why is the lease ctx's cause.

@@ -107,8 +107,6 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 // one key at a time, as across Cluster slots.
 type oneByOne struct{ driver.Backend }
 
-func (oneByOne) cheapDeadlines() {} // as the Redis backend it wraps
-
 // Capabilities are the Redis backend's, without batching or a queue.
 func (b oneByOne) Capabilities() driver.Capabilities {
 	c := b.Backend.Capabilities()
