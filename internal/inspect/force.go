@@ -21,7 +21,7 @@ import (
 // fence and the delete.
 //
 // KEYS[1] lock, KEYS[2] fence counter; ARGV[1] the observed token.
-// Returns {1, old counter or '', new fence} or {0, counter or '', value or ''}.
+// Returns {1, old counter or ”, new fence} or {0, counter or ”, value or ”}.
 var forceScript = redis.NewScript(holder.OwnsLua + policy.NextFenceLua + `
 local v = redis.call('GET', KEYS[1])
 local old = redis.call('GET', KEYS[2]) or ''
@@ -128,7 +128,7 @@ func (in *Inspector) ForceRelease(ctx context.Context, rdb redis.UniversalClient
 		return nil, fmt.Errorf("%s: %w by token %s (it holds %s)", key, ErrNotHeld, o.Token, tok)
 	}
 	fifoDomain := d.Wait == schema.WaitFIFO
-	r, err := forceScript.Run(ctx, rdb, []string{key, policy.FenceKey(key)}, tok, flag(d.Fencing), flag(!fifoDomain)).Slice()
+	r, err := forceScript.Run(ctx, rdb, []string{key, policy.FenceKey(key)}, tok, bit(d.Fencing), bit(!fifoDomain)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("releasing %s: %w", key, err)
 	}
@@ -183,7 +183,7 @@ func (in *Inspector) ForceRelease(ctx context.Context, rdb redis.UniversalClient
 	return f, nil
 }
 
-func flag(b bool) string {
+func bit(b bool) string {
 	if b {
 		return "1"
 	}
