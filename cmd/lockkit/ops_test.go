@@ -26,7 +26,7 @@ var (
 		Policy: lockkit.Policy{TTL: 3 * time.Second, RenewInterval: 200 * time.Millisecond, Fencing: true}}
 	fqSpec = lockkit.DomainSpec{Name: "fq", Pattern: "fq:{id}",
 		Policy: lockkit.Policy{TTL: 3 * time.Second, RenewInterval: 200 * time.Millisecond, Fencing: true, Wait: lockkit.WaitFIFO,
-			Retry: lockkit.RetryPolicy{MaxWait: 30 * time.Second}}}
+			Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: 30 * time.Second}}}
 )
 
 func newClient(t *testing.T, addr, owner string) *lockkit.Client {
@@ -97,7 +97,8 @@ func recv[T any](t *testing.T, c <-chan T, d time.Duration, what string) T {
 func TestReleaseForceFences(t *testing.T) {
 	testserver.RequireRedis(t)
 	srv := testserver.StartRedis(t)
-	ctx := tctx(t)
+	ctx, cancel := context.WithCancel(tctx(t))
+	defer cancel() // ends the holders' Do before the clients close
 	rdb := srv.Client(t)
 	old := newClient(t, srv.Addr(), "billing")
 	next := newClient(t, srv.Addr(), "billing-2")
@@ -159,7 +160,8 @@ func TestReleaseForceFences(t *testing.T) {
 func TestReleaseForceFIFOHandsOver(t *testing.T) {
 	testserver.RequireRedis(t)
 	srv := testserver.StartRedis(t)
-	ctx := tctx(t)
+	ctx, cancel := context.WithCancel(tctx(t))
+	defer cancel() // ends the holders' Do before the clients close
 	rdb := srv.Client(t)
 	a := newClient(t, srv.Addr(), "first")
 	b := newClient(t, srv.Addr(), "second")
@@ -176,6 +178,11 @@ func TestReleaseForceFIFOHandsOver(t *testing.T) {
 		}
 		if n == 1 {
 			break
+		}
+		select {
+		case err := <-hb.done:
+			t.Fatalf("the second client's Do returned: %v", err)
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the second client never queued")
@@ -241,6 +248,14 @@ func TestReleaseForceFIFOHandsOver(t *testing.T) {
 		t.Fatalf("waiter's fence %d <= old holder's %d", bFence, oldFence)
 	}
 	recv(t, ha.lost, 10*time.Second, "cancellation of the old holder's ctx")
+	// The new holder's write (with its fence), then the old holder's.
+	if err := fence.Set(ctx, rdb, "res:1", "new", bFence); err != nil {
+		t.Fatal(err)
+	}
+	ha.write <- func(fc int64) error { return fence.Set(ctx, rdb, "res:1", "stale", fc) }
+	if err := recv(t, ha.wrote, 10*time.Second, "old holder's write"); !errors.Is(err, fence.ErrFenced) {
+		t.Fatalf("old holder's fenced write with fence %d: %v, want ErrFenced", oldFence, err)
+	}
 	if err := recv(t, ha.done, 10*time.Second, "old holder's Do"); !errors.Is(err, lockkit.ErrLockLost) {
 		t.Fatalf("old holder's Do: %v, want ErrLockLost", err)
 	}
