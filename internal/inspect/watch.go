@@ -128,9 +128,10 @@ func (in *Inspector) Watch(ctx context.Context, rdb redis.UniversalClient, o Wat
 			return Event{Time: at.UTC(), Event: kind, Domain: l.Domain, Key: l.Key, Token: l.Token, Holder: l.Holder, Fence: l.Fence, TTLMillis: l.TTLMillis}
 		}
 		gone := func(l Lock) Event {
-			// Expired when its TTL, as last seen, ran out by now; a
+			// Expired when its TTL, as last seen, ran out by now (with
+			// half an interval's slack for the reads' own delays); a
 			// release leaves earlier.
-			if l.TTLMillis >= 0 && time.Duration(l.TTLMillis)*time.Millisecond <= at.Sub(prevAt)+MinInterval {
+			if l.TTLMillis >= 0 && time.Duration(l.TTLMillis)*time.Millisecond <= at.Sub(prevAt)+o.Interval/2 {
 				return ev(EventExpired, l)
 			}
 			return ev(EventReleased, l)
