@@ -7,9 +7,11 @@
 //	go install github.com/lockkit/lockkit/cmd/lockkit@latest
 //	REDIS_URL=redis://127.0.0.1:6379 lockkit inspect -config lockkit.yaml
 //
-// inspect is read-only (SCAN, GET, PTTL, ZCARD; never KEYS) and bounded by
-// -limit and -timeout; on a Cluster it scans every master. Run
-// `lockkit inspect -h` for every option.
+// inspect is read-only (SCAN, GET, PTTL, ZCARD, and TIME, ZRANGE, HMGET for
+// FIFO waiters; never KEYS) and bounded by -limit and -timeout; on a Cluster
+// it scans every master. watch streams a key's or a domain's holder changes
+// by polling; release -force takes a lock from its holder, fencing it out
+// (docs/tools.md). Run `lockkit <command> -h` for every option.
 package main
 
 import (

@@ -1,10 +1,12 @@
 // Package inspect lists the live locks of a lockkit schema in Redis: each
 // lock's key and decoded parameters, its holder (the lease token and, when
 // the runtime recorded one, the holder's host, pid, owner name and trace
-// id), the TTL left, the fence, and the length of its FIFO waiter queue. It
-// is the library behind `lockkit inspect`.
+// id), the TTL left, the fence, and its FIFO waiters (order, time waited,
+// who). It is the library behind `lockkit inspect`, and, with Watch and
+// ForceRelease, behind `lockkit watch` and `lockkit release -force`.
 //
-// It is read-only and bounded: it sends SCAN (never KEYS), GET, PTTL and
+// Inspect and Watch are read-only and bounded; ForceRelease is the one
+// writer (see its doc). Inspect is bounded: it sends SCAN (never KEYS), GET, PTTL and
 // ZCARD, and for a lock with FIFO waiters TIME, ZRANGE key:q and HMGET
 // key:qc, and nothing else; it stops after Options.Limit locks or at
 // Options.Timeout, whichever comes first, and says so (Report.Stopped). On a

@@ -32,9 +32,11 @@ type Waiter struct {
 	Holder *Holder `json:"holder,omitempty"`
 }
 
-// readWaiters reads the first MaxWaiters waiters of each lock with a queue,
-// in one pipeline per page: TIME, then ZRANGE key:q 0 MaxWaiters-1
-// WITHSCORES and HGETALL is avoided: HMGET key:qc on the tokens read.
+// readWaiters reads the first MaxWaiters waiters of each lock of a page
+// that has a queue: one pipeline of TIME and ZRANGE key:q 0 MaxWaiters-1
+// WITHSCORES, then one of HMGET key:qc on the tokens read (not HGETALL: the
+// hash holds every waiter). A queue that changed in between only misses
+// descriptions.
 func readWaiters(ctx context.Context, rdb redis.Cmdable, node string, locks []Lock) error {
 	var idx []int
 	for i := range locks {
