@@ -31,7 +31,12 @@ var (
 
 func newClient(t *testing.T, addr, owner string) *lockkit.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	return newClientOn(t, redis.NewClient(&redis.Options{Addr: addr}), owner)
+}
+
+// newClientOn is a lockkit client on rdb, which it closes at the end.
+func newClientOn(t *testing.T, rdb redis.UniversalClient, owner string) *lockkit.Client {
+	t.Helper()
 	c, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithOwner(owner))
 	if err != nil {
 		t.Fatal(err)
@@ -160,11 +165,33 @@ func TestReleaseForceFences(t *testing.T) {
 func TestReleaseForceFIFOHandsOver(t *testing.T) {
 	testserver.RequireRedis(t)
 	srv := testserver.StartRedis(t)
+	fifoHandover(t, srv.Client(t), func() redis.UniversalClient { return redis.NewClient(&redis.Options{Addr: srv.Addr()}) },
+		envMap{"REDIS_URL": "redis://" + srv.Addr()}, nil)
+}
+
+// TestOpsCluster: the same on a 3-master Redis Cluster, addressed with
+// -cluster: inspect scans every master, watch and release route by key
+// (the key, :fence and :q share a hash slot), the handover's wake-up goes
+// by SPUBLISH.
+func TestOpsCluster(t *testing.T) {
+	testserver.RequireRedis(t)
+	testserver.RequireRedisCLI(t)
+	cl := testserver.StartCluster(t, 3)
+	fifoHandover(t, cl.Client(t), func() redis.UniversalClient { return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()}) },
+		envMap{}, []string{"-cluster", strings.Join(cl.Addrs(), ",")})
+}
+
+// fifoHandover: a holder and a FIFO waiter on key lock:{fq:1}; inspect
+// shows the waiter, release -force hands it the lock, watch reports the
+// handover, the old holder loses its lease and its fenced write.
+func fifoHandover(t *testing.T, rdb redis.UniversalClient, mk func() redis.UniversalClient, env envMap, addr []string) {
 	ctx, cancel := context.WithCancel(tctx(t))
 	defer cancel() // ends the holders' Do before the clients close
-	rdb := srv.Client(t)
-	a := newClient(t, srv.Addr(), "first")
-	b := newClient(t, srv.Addr(), "second")
+	a := newClientOn(t, mk(), "first")
+	b := newClientOn(t, mk(), "second")
+	cmd := func(name string, args ...string) []string {
+		return append(append([]string{name, "-config", opsSchema}, addr...), args...)
+	}
 	key := "lock:{fq:1}"
 	lockOf := func(c *lockkit.Client) lockkit.Lock { return c.Domain(fqSpec).Key(8).Literal("fq:").String("1").Lock() }
 	ha := hold(ctx, lockOf(a))
@@ -191,8 +218,7 @@ func TestReleaseForceFIFOHandsOver(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 
-	env := envMap{"REDIS_URL": "redis://" + srv.Addr()}
-	code, out, errOut := runCmd(t, env, "inspect", "-config", opsSchema, "-json", "-domain", "fq")
+	code, out, errOut := runCmd(t, env, cmd("inspect", "-json", "-domain", "fq")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -218,7 +244,7 @@ func TestReleaseForceFIFOHandsOver(t *testing.T) {
 	if w.Position != 1 || w.Holder == nil || w.Holder.Owner != "second" || w.Waited < 50 || w.Waited > 60_000 {
 		t.Fatalf("waiter %+v: %s", w, out)
 	}
-	code, out, _ = runCmd(t, env, "inspect", "-config", opsSchema)
+	code, out, _ = runCmd(t, env, cmd("inspect")...)
 	if code != 0 || !strings.Contains(out, key+" waiters: 1. second@") {
 		t.Fatalf("table lacks the waiter:\n%s", out)
 	}
@@ -227,13 +253,13 @@ func TestReleaseForceFIFOHandsOver(t *testing.T) {
 	lines := newLines()
 	watched := make(chan int, 1)
 	go func() {
-		watched <- run(ctx, []string{"watch", "-config", opsSchema, "-json", "-count", "1", "-for", "30s", key}, env.get, lines, io.Discard)
+		watched <- run(ctx, cmd("watch", "-json", "-count", "1", "-for", "30s", key), env.get, lines, io.Discard)
 	}()
 	if l := recv(t, lines.c, 10*time.Second, "held line"); !strings.Contains(l, `"event":"held"`) {
 		t.Fatalf("watch began with %s", l)
 	}
 
-	code, out, errOut = runCmd(t, env, "release", "-force", "-config", opsSchema, key)
+	code, out, errOut = runCmd(t, env, cmd("release", "-force", key)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, out, errOut)
 	}
