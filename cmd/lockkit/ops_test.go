@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,6 +104,47 @@ func recv[T any](t *testing.T, c <-chan T, d time.Duration, what string) T {
 func TestReleaseForceFences(t *testing.T) {
 	testserver.RequireRedis(t)
 	srv := testserver.StartRedis(t)
+	rdb := srv.Client(t)
+	forceFenced(t, srv, func(ctx context.Context, v string, fc int64) error { return fence.Set(ctx, rdb, "res:12", v, fc) },
+		func(ctx context.Context) string { v, _, _ := fence.Get(ctx, rdb, "res:12"); return v })
+}
+
+// TestReleaseForceFencesTable: the same with the resource a PostgreSQL row
+// written through fence.Table.
+func TestReleaseForceFencesTable(t *testing.T) {
+	testserver.RequireRedis(t)
+	testserver.RequirePostgres(t)
+	srv := testserver.StartRedis(t)
+	pg := testserver.StartPostgres(t)
+	db, err := sql.Open("pgx", pg.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for _, stmt := range []string{
+		`CREATE TABLE bookings (id text PRIMARY KEY, guest text, fence bigint)`,
+		`INSERT INTO bookings (id) VALUES ('12')`,
+	} {
+		if _, err := db.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	tbl := fence.Table{Table: "bookings", KeyColumn: "id"}
+	forceFenced(t, srv, func(ctx context.Context, v string, fc int64) error {
+		return tbl.Update(ctx, db, "12", fc, fence.Column{Name: "guest", Value: v})
+	}, func(ctx context.Context) string {
+		var g sql.NullString
+		if err := db.QueryRowContext(ctx, `SELECT guest FROM bookings WHERE id = '12'`).Scan(&g); err != nil {
+			t.Fatal(err)
+		}
+		return g.String
+	})
+}
+
+// forceFenced: a holder of lock:{table:12} is forced out; it loses its
+// lease at its next renewal, and its write with its old fence is rejected
+// after the next holder (with a higher fence) has written.
+func forceFenced(t *testing.T, srv *testserver.Redis, write func(ctx context.Context, value string, fence int64) error, read func(ctx context.Context) string) {
 	ctx, cancel := context.WithCancel(tctx(t))
 	defer cancel() // ends the holders' Do before the clients close
 	rdb := srv.Client(t)
@@ -141,19 +184,19 @@ func TestReleaseForceFences(t *testing.T) {
 	var newFence int64
 	err := next.Domain(tableSpec).Key(8).Literal("table:").String("12").Lock().Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
 		newFence = lease.Fence()
-		return fence.Set(ctx, rdb, "res:12", "new", newFence)
+		return write(ctx, "new", newFence)
 	})
 	if err != nil || newFence <= f.NewFence {
 		t.Fatalf("next holder: fence %d (forced release issued %d), err %v", newFence, f.NewFence, err)
 	}
-	h.write <- func(fc int64) error { return fence.Set(ctx, rdb, "res:12", "stale", fc) }
+	h.write <- func(fc int64) error { return write(ctx, "stale", fc) }
 	if err := recv(t, h.wrote, 10*time.Second, "old holder's write"); !errors.Is(err, fence.ErrFenced) {
 		t.Fatalf("old holder's fenced write with fence %d: %v, want ErrFenced", oldFence, err)
 	}
 	if err := recv(t, h.done, 10*time.Second, "old holder's Do"); !errors.Is(err, lockkit.ErrLockLost) {
 		t.Fatalf("old holder's Do: %v, want ErrLockLost", err)
 	}
-	if v, _, _ := fence.Get(ctx, rdb, "res:12"); v != "new" {
+	if v := read(ctx); v != "new" {
 		t.Fatalf("resource holds %q", v)
 	}
 }
