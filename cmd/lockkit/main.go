@@ -165,10 +165,7 @@ func runInspect(ctx context.Context, args []string, getenv func(string) string, 
 	fs.IntVar(&f.count, "count", 0, "")
 	fs.IntVar(&f.limit, "limit", inspect.DefaultLimit, "")
 	fs.DurationVar(&f.timeout, "timeout", inspect.DefaultTimeout, "")
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "lockkit inspect: "+format+"\n\n%s", append(a, inspectUsage)...)
-		return exitUsage
-	}
+	usage := usageFunc("inspect", inspectUsage, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, inspectUsage)
@@ -238,6 +235,15 @@ func once(ctx context.Context, in *inspect.Inspector, rdb redis.UniversalClient,
 		return exitError
 	}
 	return exitOK
+}
+
+// usageFunc returns the function that reports a wrong command line of
+// command cmd, with its usage text, and returns exitUsage.
+func usageFunc(cmd, text string, stderr io.Writer) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "lockkit "+cmd+": "+format+"\n\n%s", append(a, text)...)
+		return exitUsage
+	}
 }
 
 // open connects and loads the schema. On failure it returns a nil client and

@@ -54,10 +54,7 @@ func runWatch(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&count, "count", 0, "")
 	fs.IntVar(&limit, "limit", inspect.DefaultLimit, "")
 	fs.DurationVar(&timeout, "timeout", inspect.DefaultTimeout, "")
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "lockkit watch: "+format+"\n\n%s", append(a, watchUsage)...)
-		return exitUsage
-	}
+	usage := usageFunc("watch", watchUsage, stderr)
 	target, code, done := parseWithArg(fs, args, stdout, watchUsage, usage)
 	if done {
 		return code
@@ -230,10 +227,7 @@ func runRelease(ctx context.Context, args []string, getenv func(string) string, 
 	fs.StringVar(&token, "token", "", "")
 	fs.BoolVar(&asJSON, "json", false, "")
 	fs.DurationVar(&timeout, "timeout", inspect.DefaultTimeout, "")
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "lockkit release: "+format+"\n\n%s", append(a, releaseUsage)...)
-		return exitUsage
-	}
+	usage := usageFunc("release", releaseUsage, stderr)
 	key, code, done := parseWithArg(fs, args, stdout, releaseUsage, usage)
 	if done {
 		return code
