@@ -304,7 +304,11 @@ func (n *Notifier) Close() error {
 // and dispatches, so that a wake-up costs no hop through a Go channel.
 func (n *Notifier) run(g *group) {
 	defer n.wg.Done()
-	ctx := context.Background()
+	// Every call on the Pub/Sub connection, the receiver's reconnects
+	// included, ends when the group stops: Close must not wait for a dial
+	// or a read that hangs on a partitioned network.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var ps *redis.PubSub
 	if n.sharded {
 		// Created empty: the first SSUBSCRIBE picks the node that serves
@@ -389,6 +393,7 @@ func (n *Notifier) run(g *group) {
 	}()
 	defer func() {
 		stopping.Store(true)
+		cancel() // a reconnect in Receive gives up now
 		_ = ps.Close()
 		<-received
 	}()
