@@ -129,3 +129,78 @@ func TestCloseDuringWaitingDo(t *testing.T) {
 		t.Errorf("the waiting Do returned %v after Close started; want within 1s", took)
 	}
 }
+
+// TestCloseDuringDoTxCommitWait: Close (ctx 300ms) while DoTx's commit waits
+// for an absent synchronous standby. Close returns at its ctx's end; the
+// sent commit is not cancelled: once the standby requirement is lifted it
+// commits, DoTx returns nil and no advisory lock is left. Close reports that
+// its ctx ended with the lease not released.
+func TestCloseDuringDoTxCommitWait(t *testing.T) {
+	t.Parallel()
+	pg := startPG(t)
+	pool := testserver.PgxPool(t, pg.DSN(), 4)
+	admin := testserver.PgxPool(t, pg.DSN(), 1)
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := admin.Exec(ctx, "CREATE TABLE written (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	setSync := func(v string) {
+		t.Helper()
+		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+v+"'"); err != nil {
+			t.Error(err)
+		}
+		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Error(err)
+		}
+	}
+	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := lockOf(c, "txclosewait", lockkit.Policy{TTL: time.Second}, "x")
+	setSync("nobody")
+	time.Sleep(200 * time.Millisecond) // the reload reaches new sessions
+	inFn := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- postgres.DoTx(ctx, pool, lock, func(ctx context.Context, tx pgx.Tx, _ *lockkit.Lease) error {
+			if _, err := tx.Exec(ctx, "INSERT INTO written VALUES (1)"); err != nil {
+				return err
+			}
+			close(inFn)
+			return nil // the commit now waits for the standby
+		})
+	}()
+	<-inFn
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	cerr := c.Close(cctx)
+	cancel()
+	took := time.Since(start)
+	select {
+	case err := <-done:
+		t.Fatalf("DoTx returned %v while its commit should still wait", err)
+	default:
+	}
+	setSync("")
+	derr := <-done
+	var n int
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM written").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	locks := advisoryLocks(t, admin)
+	t.Logf("Close = %v after %v; DoTx = %v; rows committed %d; advisory locks left %d", cerr, took, derr, n, locks)
+	if took > 3*time.Second {
+		t.Errorf("Close took %v with a 300ms ctx", took)
+	}
+	if !errors.Is(cerr, context.DeadlineExceeded) {
+		t.Errorf("Close = %v; want its ctx's end reported (the lease was not released in time)", cerr)
+	}
+	if derr != nil || n != 1 {
+		t.Errorf("DoTx = %v with %d rows committed; want nil with the row committed", derr, n)
+	}
+	if locks != 0 {
+		t.Errorf("%d advisory locks left", locks)
+	}
+}
