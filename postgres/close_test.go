@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
@@ -25,6 +26,44 @@ func advisoryLocks(t *testing.T, db interface {
 	return n
 }
 
+// txEnv is a server with a table "written" for DoTx tests to insert into.
+type txEnv struct {
+	pg          *testserver.Postgres
+	pool, admin *pgxpool.Pool
+	ctx         context.Context
+}
+
+func newTxEnv(t *testing.T) *txEnv {
+	t.Helper()
+	pg := startPG(t)
+	e := &txEnv{pg: pg, pool: testserver.PgxPool(t, pg.DSN(), 4), admin: testserver.PgxPool(t, pg.DSN(), 1), ctx: ctxT(t, 30*time.Second)}
+	if _, err := e.admin.Exec(e.ctx, "CREATE TABLE written (id int PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// setSync sets synchronous_standby_names ("nobody": commits wait for a
+// standby that never comes) and reloads; safe from any goroutine.
+func (e *txEnv) setSync(t *testing.T, v string) {
+	if _, err := e.admin.Exec(e.ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+v+"'"); err != nil {
+		t.Error(err)
+	}
+	if _, err := e.admin.Exec(e.ctx, "SELECT pg_reload_conf()"); err != nil {
+		t.Error(err)
+	}
+}
+
+// rows counts the committed rows of written.
+func (e *txEnv) rows(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := e.admin.QueryRow(e.ctx, "SELECT count(*) FROM written").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestCloseDuringDoTx: Close starts while DoTx's fn runs; fn (having written
 // a row) returns nil 100ms later. The commit must complete (within Close's
 // ctx) and DoTx return nil with the row committed, Close return nil, and no
@@ -32,13 +71,8 @@ func advisoryLocks(t *testing.T, db interface {
 // "context canceled", the row rolled back.
 func TestCloseDuringDoTx(t *testing.T) {
 	t.Parallel()
-	pg := startPG(t)
-	pool := testserver.PgxPool(t, pg.DSN(), 4)
-	admin := testserver.PgxPool(t, pg.DSN(), 1)
-	ctx := ctxT(t, 30*time.Second)
-	if _, err := admin.Exec(ctx, "CREATE TABLE written (id int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
+	e := newTxEnv(t)
+	pg, pool, admin, ctx := e.pg, e.pool, e.admin, e.ctx
 	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -62,10 +96,7 @@ func TestCloseDuringDoTx(t *testing.T) {
 	close(closing)
 	cerr := c.Close(ctxT(t, 10*time.Second))
 	derr := <-done
-	var n int
-	if err := admin.QueryRow(ctx, "SELECT count(*) FROM written").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	n := e.rows(t)
 	locks := advisoryLocks(t, admin)
 	t.Logf("Close = %v; DoTx = %v; rows committed %d; advisory locks left %d", cerr, derr, n, locks)
 	if cerr != nil {
@@ -137,28 +168,14 @@ func TestCloseDuringWaitingDo(t *testing.T) {
 // its ctx ended with the lease not released.
 func TestCloseDuringDoTxCommitWait(t *testing.T) {
 	t.Parallel()
-	pg := startPG(t)
-	pool := testserver.PgxPool(t, pg.DSN(), 4)
-	admin := testserver.PgxPool(t, pg.DSN(), 1)
-	ctx := ctxT(t, 30*time.Second)
-	if _, err := admin.Exec(ctx, "CREATE TABLE written (id int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	setSync := func(v string) {
-		t.Helper()
-		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+v+"'"); err != nil {
-			t.Error(err)
-		}
-		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-			t.Error(err)
-		}
-	}
+	e := newTxEnv(t)
+	pg, pool, admin, ctx := e.pg, e.pool, e.admin, e.ctx
 	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lock := lockOf(c, "txclosewait", lockkit.Policy{TTL: time.Second}, "x")
-	setSync("nobody")
+	e.setSync(t, "nobody")
 	time.Sleep(200 * time.Millisecond) // the reload reaches new sessions
 	inFn := make(chan struct{})
 	done := make(chan error, 1)
@@ -183,12 +200,9 @@ func TestCloseDuringDoTxCommitWait(t *testing.T) {
 		t.Fatalf("DoTx returned %v while its commit should still wait", err)
 	default:
 	}
-	setSync("")
+	e.setSync(t, "")
 	derr := <-done
-	var n int
-	if err := admin.QueryRow(ctx, "SELECT count(*) FROM written").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	n := e.rows(t)
 	locks := advisoryLocks(t, admin)
 	t.Logf("Close = %v after %v; DoTx = %v; rows committed %d; advisory locks left %d", cerr, took, derr, n, locks)
 	if took > 3*time.Second {
