@@ -136,11 +136,14 @@ func TestFIFOLatePushIsNotAGrant(t *testing.T) {
 
 	p := fifoPolicy(100*time.Millisecond, 10*time.Second)
 	p.Fencing = true
+	p.RenewInterval = 10 * time.Millisecond
 	hp := p
 	hp.TTL = 10 * time.Second
 	// A 100ms lease renewed every TTL/3 needs a command timeout that
 	// answers before its deadline.
-	cto := WithCommandTimeout(60 * time.Millisecond)
+	// A renewal every 10ms makes a grant trusted without an extend at
+	// once (the history of the issue: a stale push so trusted sent none).
+	cto := WithCommandTimeout(50 * time.Millisecond)
 	dH := fifoDomain(t, newClient(t, r), hp)
 	dW := fifoDomain(t, newClientOver(t, rdbW, cto), p)
 	dX := fifoDomain(t, newClient(t, r, cto), p)
@@ -148,7 +151,8 @@ func TestFIFOLatePushIsNotAGrant(t *testing.T) {
 	h := newHolders(t, admin, l)
 
 	const rounds = 20
-	lost := 0 // rounds where X ran before W: W's handover expired and W rejoined
+	lost := 0   // rounds where X ran before W: W's handover expired and W rejoined
+	broken := 0 // rounds with a violation or a failed Do
 	deadline := time.Now().Add(3 * time.Minute)
 	for round := range rounds {
 		if time.Now().After(deadline) {
@@ -183,17 +187,20 @@ func TestFIFOLatePushIsNotAGrant(t *testing.T) {
 		cancel()
 		noNilWrap(t, ew)
 		noNilWrap(t, ex)
+		h.mu.Lock()
+		nbad := len(h.bad)
+		h.mu.Unlock()
 		if ew != nil || ex != nil {
-			t.Errorf("round %d: W's Do = %v, X's Do = %v; want both to acquire", round, ew, ex)
+			h.fail("round %d: W's Do = %v, X's Do = %v; want both to acquire", round, ew, ex)
 		}
 		if len(order) > 0 && order[0] == "X" {
 			lost++
 		}
-		if t.Failed() || len(h.bad) > 0 {
+		if len(h.bad) > nbad || ew != nil || ex != nil {
+			broken++
 			t.Logf("round %d: fn order %v", round, order)
-			break
 		}
 	}
 	h.report()
-	t.Logf("W's handover expired and X ran first in %d round(s)", lost)
+	t.Logf("W's handover expired and X ran first in %d of %d rounds; %d round(s) broken", lost, rounds, broken)
 }
