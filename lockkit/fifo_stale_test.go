@@ -183,7 +183,15 @@ func TestFIFOLatePushIsNotAGrant(t *testing.T) {
 		if err := lh.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ew, ex := <-errW, <-errX
+		var ew, ex error
+		for got := 0; got < 2; got++ {
+			select {
+			case ew = <-errW:
+			case ex = <-errX:
+			case <-time.After(40 * time.Second): // ctx ends each Do after 20s
+				t.Fatalf("round %d: a Do did not return 40s into a wait bounded by a 20s ctx (fn order %v)", round, order)
+			}
+		}
 		cancel()
 		noNilWrap(t, ew)
 		noNilWrap(t, ex)
