@@ -65,19 +65,22 @@ type holding struct {
 
 func hold(ctx context.Context, l lockkit.Lock) *holding {
 	h := &holding{held: make(chan int64, 1), lost: make(chan struct{}), write: make(chan func(int64) error, 1), wrote: make(chan error, 1), done: make(chan error, 1)}
+	// testDone bounds the holder by the test's ctx, which is not fn's:
+	// fn's own ctx ending is what the tests wait for (the lease lost).
+	testDone := ctx.Done()
 	go func() {
 		h.done <- l.Do(ctx, func(fctx context.Context, lease *lockkit.Lease) error {
 			h.held <- lease.Fence()
 			select {
 			case <-fctx.Done():
 				close(h.lost)
-			case <-ctx.Done():
-				return ctx.Err()
+			case <-testDone:
+				return context.Canceled
 			}
 			select {
 			case w := <-h.write:
 				h.wrote <- w(lease.Fence())
-			case <-ctx.Done():
+			case <-testDone:
 			}
 			return nil
 		})
