@@ -46,7 +46,7 @@ func (l Lock) Key() string { return l.key }
 // return before the lock is released: the lock is never released under a
 // running fn.
 func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	if fn == nil {
+	if fn == nil && l.d != nil {
 		return fmt.Errorf("lockkit: Do %s: %w", l.key, errNilFn)
 	}
 	lease, fctx, err := l.acquire(ctx, true, true)
@@ -59,7 +59,7 @@ func (l Lock) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease)
 // TryDo is Do with a single attempt: a held lock returns ErrNotAcquired at
 // once, and fn does not run.
 func (l Lock) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
-	if fn == nil {
+	if fn == nil && l.d != nil {
 		return fmt.Errorf("lockkit: TryDo %s: %w", l.key, errNilFn)
 	}
 	lease, fctx, err := l.acquire(ctx, false, true)

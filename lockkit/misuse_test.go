@@ -171,7 +171,7 @@ func TestMisuseNeverPanics(t *testing.T) {
 		wantErr(t, "New(Redlock("+name+"...))", call(t, name, func() error {
 			_, err := New(Redlock(rdb, r.Client(t), r.Client(t)))
 			return err
-		}), "redlock")
+		}), "Redlock")
 	}
 	wantErr(t, "New(…, nil Option)", call(t, "nil Option", func() error { _, err := New(Redis(r.Client(t)), nil); return err }), "option")
 }

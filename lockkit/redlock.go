@@ -131,8 +131,11 @@ var (
 // redlockSpec is the Redlock backend over nodes.
 func redlockSpec(nodes []redis.UniversalClient) driver.Spec {
 	for i, n := range nodes {
+		if n == nil {
+			continue // newRedlockBackend names it: "node i is a nil client"
+		}
 		if err := checkRedisClient(n); err != nil {
-			return driver.Spec{Err: fmt.Errorf("lockkit: New: redlock node %d: %w", i, err)}
+			return driver.Spec{Err: fmt.Errorf("lockkit: Redlock: node %d is not usable: %w", i, err)}
 		}
 	}
 	return driver.Spec{Name: "redlock", Open: func(cfg driver.Config) (driver.Backend, error) {

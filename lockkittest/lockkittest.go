@@ -60,7 +60,7 @@ func (s *Server) Addr() string { return s.m.Addr() }
 // when the test ends; Close them earlier to test shutdown.
 func (s *Server) NewClient(opts ...lockkit.Option) *lockkit.Client {
 	s.t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: s.m.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: s.m.Addr(), ContextTimeoutEnabled: true})
 	c, err := lockkit.New(lockkit.Redis(rdb), opts...)
 	if err != nil {
 		rdb.Close()

@@ -141,3 +141,8 @@ func Migrate(ctx context.Context, db Execer) error {
 // KeyID is the advisory lock id a key is locked under (pg_locks: classid =
 // KeyID>>32, objid = KeyID&0xffffffff).
 func KeyID(key string) int64 { return pgbackend.KeyID(key) }
+
+// FenceRowKey is the lockkit_fences key under which the fence of a lock key
+// too long for a btree row is kept (docs/wire.md); shorter keys, and long
+// keys that already have a row of their own, use the key itself.
+func FenceRowKey(key string) string { return pgbackend.FenceRowKey(key) }

@@ -26,8 +26,8 @@ import (
 //
 // DoTx commits when fn returns nil and the lease is still valid on the
 // client's clock, and rolls back otherwise. It returns fn's error, an error
-// matching lockkit.ErrLockLost when the lease's deadline passed (or the
-// client closed) before the commit was sent (the work was rolled back), an
+// matching lockkit.ErrLockLost when the lease's deadline passed before the
+// commit was sent (the work was rolled back), an
 // error matching ErrCommitUnknown when the commit was sent and its outcome
 // cannot be known (the connection died before the answer), or the commit's
 // error (it rolled back). Once sent, the commit is never cancelled, by fn's
@@ -35,6 +35,14 @@ import (
 // commit ends, so a commit that succeeds proves the lock was held throughout,
 // and DoTx then returns nil even if the lease's deadline passed while the
 // commit waited (for a synchronous standby, for one).
+//
+// Client.Close while fn runs cancels fn's ctx with a cause matching
+// lockkit.ErrClosed but does not end the lease (it is still renewed): a fn
+// that returns nil then commits as usual and DoTx returns nil, and Close
+// waits for the commit within its own ctx. If Close's ctx ends first, Close
+// returns and the sent commit still runs to its end; the lease, no longer
+// renewed, ends at its deadline, so a commit not yet sent by then rolls back
+// (lockkit.ErrLockLost).
 //
 // The transaction's connection is taken from pool within
 // pgbackend.DefaultConnWait; an exhausted pool is an error matching

@@ -151,36 +151,17 @@ func TestDoTxBeginBounded(t *testing.T) {
 // row that had committed.
 func TestDoTxCommitOutlivesLease(t *testing.T) {
 	t.Parallel()
-	pg := startPG(t)
-	pool := testserver.PgxPool(t, pg.DSN(), 4)
-	admin := testserver.PgxPool(t, pg.DSN(), 1)
-	ctx := ctxT(t, 30*time.Second)
-	if _, err := admin.Exec(ctx, "CREATE TABLE written (id int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	setSync := func(v string) {
-		t.Helper()
-		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+v+"'"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e := newTxEnv(t)
+	pg, pool, ctx := e.pg, e.pool, e.ctx
 	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
 	lock := lockOf(c, "txsync", lockkit.Policy{TTL: time.Second, RenewInterval: -1}, "x")
-	setSync("nobody")
+	e.setSync(t, "nobody")
 	time.Sleep(200 * time.Millisecond) // the reload reaches new sessions
 	lifted := make(chan struct{})
 	go func() {
 		defer close(lifted)
 		time.Sleep(2500 * time.Millisecond) // the lease's deadline is long past
-		if _, err := admin.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = ''"); err != nil {
-			t.Error(err)
-		}
-		if _, err := admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-			t.Error(err)
-		}
+		e.setSync(t, "")
 	}()
 	defer func() { <-lifted }()
 	err := postgres.DoTx(ctx, pool, lock, func(ctx context.Context, tx pgx.Tx, _ *lockkit.Lease) error {
@@ -188,10 +169,7 @@ func TestDoTxCommitOutlivesLease(t *testing.T) {
 		return err
 	})
 	<-lifted
-	var n int
-	if err := admin.QueryRow(ctx, "SELECT count(*) FROM written").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	n := e.rows(t)
 	t.Logf("DoTx = %v; rows committed %d", err, n)
 	if n == 1 && err != nil {
 		t.Fatalf("the row committed but DoTx reported %v", err)

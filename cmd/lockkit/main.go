@@ -7,9 +7,11 @@
 //	go install github.com/lockkit/lockkit/cmd/lockkit@latest
 //	REDIS_URL=redis://127.0.0.1:6379 lockkit inspect -config lockkit.yaml
 //
-// inspect is read-only (SCAN, GET, PTTL, ZCARD; never KEYS) and bounded by
-// -limit and -timeout; on a Cluster it scans every master. Run
-// `lockkit inspect -h` for every option.
+// inspect is read-only (SCAN, GET, PTTL, ZCARD, and TIME, ZRANGE, HMGET for
+// FIFO waiters; never KEYS) and bounded by -limit and -timeout; on a Cluster
+// it scans every master. watch streams a key's or a domain's holder changes
+// by polling; release -force takes a lock from its holder, fencing it out
+// (docs/tools.md). Run `lockkit <command> -h` for every option.
 package main
 
 import (
@@ -48,9 +50,11 @@ func main() {
 const topUsage = `usage: lockkit <command> [options]
 
 Commands:
-  inspect   list the live locks of a schema's domains in Redis
+  inspect   list the live locks of a schema's domains in Redis, with FIFO waiters
+  watch     stream the holder changes of a lock key or a domain
+  release   take a lock away from its holder (-force), fencing it out
 
-Run "lockkit inspect -h" for its options.
+Run "lockkit <command> -h" for its options.
 `
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
@@ -61,6 +65,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "inspect":
 		return runInspect(ctx, args[1:], getenv, stdout, stderr)
+	case "watch":
+		return runWatch(ctx, args[1:], getenv, stdout, stderr)
+	case "release":
+		return runRelease(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return exitOK
@@ -123,23 +131,33 @@ func (p params) Set(s string) error {
 	return nil
 }
 
+// addrFlags are the schema and address flags every command takes.
+type addrFlags struct {
+	config, redisURL, sentinel, master, cluster string
+}
+
+func (a *addrFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.config, "config", "lockkit.yaml", "")
+	fs.StringVar(&a.redisURL, "redis-url", "", "")
+	fs.StringVar(&a.sentinel, "sentinel", "", "")
+	fs.StringVar(&a.master, "master", "", "")
+	fs.StringVar(&a.cluster, "cluster", "", "")
+}
+
 type inspectFlags struct {
-	config, redisURL, sentinel, master, cluster, domain string
-	params                                              params
-	json                                                bool
-	watch, timeout                                      time.Duration
-	count, limit                                        int
+	addrFlags
+	domain         string
+	params         params
+	json           bool
+	watch, timeout time.Duration
+	count, limit   int
 }
 
 func runInspect(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	f := inspectFlags{params: params{}}
 	fs := flag.NewFlagSet("lockkit inspect", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.config, "config", "lockkit.yaml", "")
-	fs.StringVar(&f.redisURL, "redis-url", "", "")
-	fs.StringVar(&f.sentinel, "sentinel", "", "")
-	fs.StringVar(&f.master, "master", "", "")
-	fs.StringVar(&f.cluster, "cluster", "", "")
+	f.register(fs)
 	fs.StringVar(&f.domain, "domain", "", "")
 	fs.Var(f.params, "param", "")
 	fs.BoolVar(&f.json, "json", false, "")
@@ -147,10 +165,7 @@ func runInspect(ctx context.Context, args []string, getenv func(string) string, 
 	fs.IntVar(&f.count, "count", 0, "")
 	fs.IntVar(&f.limit, "limit", inspect.DefaultLimit, "")
 	fs.DurationVar(&f.timeout, "timeout", inspect.DefaultTimeout, "")
-	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "lockkit inspect: "+format+"\n\n%s", append(a, inspectUsage)...)
-		return exitUsage
-	}
+	usage := usageFunc("inspect", inspectUsage, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, inspectUsage)
@@ -173,29 +188,17 @@ func runInspect(ctx context.Context, args []string, getenv func(string) string, 
 	case f.count > 0 && f.watch == 0:
 		return usage("-count needs -watch")
 	}
-	rdb, err := connect(f, getenv)
-	if err != nil {
-		return usage("%v", err)
+	rdb, in, code := open("inspect", f.addrFlags, getenv, stderr, usage)
+	if rdb == nil {
+		return code
 	}
 	defer rdb.Close()
-
-	file, err := schema.Load(f.config)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return usage("reading the schema: %v (set -config)", err)
-		}
-		fmt.Fprintf(stderr, "lockkit inspect: the schema %s has problems:\n%v\n", f.config, err)
-		return exitError
-	}
-	in := inspect.New(file)
 	opts := inspect.Options{Domain: f.domain, Params: f.params, Limit: f.limit, Timeout: f.timeout}
 	glob, err := in.Glob(opts)
 	if err != nil {
 		return usage("%v", err)
 	}
 
-	code := exitOK
 	for i := 1; ; i++ {
 		code = once(ctx, in, rdb, opts, f, glob, stdout, stderr)
 		if f.watch == 0 || f.count > 0 && i >= f.count {
@@ -216,14 +219,14 @@ func once(ctx context.Context, in *inspect.Inspector, rdb redis.UniversalClient,
 		if ctx.Err() != nil {
 			return exitOK // interrupted
 		}
-		fmt.Fprintf(stderr, "lockkit inspect: %s (SCAN MATCH %s): %v\n", where(f, rdb), glob, err)
+		fmt.Fprintf(stderr, "lockkit inspect: %s (SCAN MATCH %s): %v\n", where(f.addrFlags, rdb), glob, err)
 		return exitError
 	}
 	if f.json {
 		err = inspect.WriteJSON(stdout, rep, f.watch > 0)
 	} else {
 		if f.watch > 0 {
-			fmt.Fprintf(stdout, "--- %s  %s\n", time.Now().UTC().Format(time.RFC3339), where(f, rdb))
+			fmt.Fprintf(stdout, "--- %s  %s\n", time.Now().UTC().Format(time.RFC3339), where(f.addrFlags, rdb))
 		}
 		err = inspect.WriteTable(stdout, rep)
 	}
@@ -234,8 +237,37 @@ func once(ctx context.Context, in *inspect.Inspector, rdb redis.UniversalClient,
 	return exitOK
 }
 
+// usageFunc returns the function that reports a wrong command line of
+// command cmd, with its usage text, and returns exitUsage.
+func usageFunc(cmd, text string, stderr io.Writer) func(format string, a ...any) int {
+	return func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "lockkit "+cmd+": "+format+"\n\n%s", append(a, text)...)
+		return exitUsage
+	}
+}
+
+// open connects and loads the schema. On failure it returns a nil client and
+// the exit code, having said why.
+func open(cmd string, f addrFlags, getenv func(string) string, stderr io.Writer, usage func(string, ...any) int) (redis.UniversalClient, *inspect.Inspector, int) {
+	rdb, err := connect(f, getenv)
+	if err != nil {
+		return nil, nil, usage("%v", err)
+	}
+	file, err := schema.Load(f.config)
+	if err != nil {
+		rdb.Close()
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, nil, usage("reading the schema: %v (set -config)", err)
+		}
+		fmt.Fprintf(stderr, "lockkit %s: the schema %s has problems:\n%v\n", cmd, f.config, err)
+		return nil, nil, exitError
+	}
+	return rdb, inspect.New(file), exitOK
+}
+
 // where names the Redis deployment for messages, without credentials.
-func where(f inspectFlags, rdb redis.UniversalClient) string {
+func where(f addrFlags, rdb redis.UniversalClient) string {
 	switch {
 	case f.cluster != "":
 		return "cluster " + f.cluster
@@ -249,7 +281,7 @@ func where(f inspectFlags, rdb redis.UniversalClient) string {
 }
 
 // connect builds the client for the address flags, REDIS_URL by default.
-func connect(f inspectFlags, getenv func(string) string) (redis.UniversalClient, error) {
+func connect(f addrFlags, getenv func(string) string) (redis.UniversalClient, error) {
 	n := 0
 	for _, s := range []string{f.redisURL, f.sentinel, f.cluster} {
 		if s != "" {

@@ -44,13 +44,15 @@
 // token now at the head, in the same script: the lock is set to the head's
 // token (for min(its TTL, its WaiterTTL)), its fence issued, and the grant
 // published on the channel of that token's client, so one release wakes
-// one waiter in one process and the waiter starts without a round trip
-// ([Waiter.Granted]). A head whose push is lost finds the grant on its next
-// Acquire. [Leave] takes a token out of the queue (a cancelled ctx, MaxWait,
+// one waiter in one process. The push is a wake-up only: the waiter's next
+// Acquire finds the grant (Result.Earlier) and measures its TTL itself, so a
+// push delivered late, after the handover expired and the token rejoined,
+// is never taken as a grant; a head whose push is lost finds the grant the
+// same way. [Leave] takes a token out of the queue (a cancelled ctx, MaxWait,
 // out of attempts) and, when the lock is free, hands it to the next head.
 //
 // A grant by handover starts before the waiter hears of it (Result.Earlier,
-// from the push or from a later Acquire): the Client must count the lease
+// from its next Acquire): the Client must count the lease
 // from the send of the waiter's last Acquire before the handover (always
 // earlier than it), and extend it at once to its full TTL (Result.LockTTL
 // is what the handover gave).

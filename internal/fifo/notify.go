@@ -176,10 +176,10 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 	return w
 }
 
-// Granted returns the grant of a handover that woke w: the lock is held for
-// w's token, with this fence, since before the push; no Acquire is needed.
-// ok is false when the push was only a wake-up (or none came): call
-// Acquire, which also finds a handover whose push was lost.
+// Granted returns what the last handover push for w's token carried. It
+// may be stale (a push delivered after that handover expired and the token
+// rejoined): lockkit never trusts it as a grant, only its own next Acquire's
+// result. ok is false when no handover push came.
 func (w *Waiter) Granted() (r Result, ok bool) {
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
@@ -304,7 +304,11 @@ func (n *Notifier) Close() error {
 // and dispatches, so that a wake-up costs no hop through a Go channel.
 func (n *Notifier) run(g *group) {
 	defer n.wg.Done()
-	ctx := context.Background()
+	// Every call on the Pub/Sub connection, the receiver's reconnects
+	// included, ends when the group stops: Close must not wait for a dial
+	// or a read that hangs on a partitioned network.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	var ps *redis.PubSub
 	if n.sharded {
 		// Created empty: the first SSUBSCRIBE picks the node that serves
@@ -389,6 +393,7 @@ func (n *Notifier) run(g *group) {
 	}()
 	defer func() {
 		stopping.Store(true)
+		cancel() // a reconnect in Receive gives up now
 		_ = ps.Close()
 		<-received
 	}()

@@ -37,6 +37,11 @@ func WriteTable(w io.Writer, rep *Report) error {
 			return err
 		}
 		for _, l := range rep.Locks {
+			if len(l.Waiters) > 0 {
+				fmt.Fprintf(w, "%s waiters: %s\n", show(l.Key), waitersText(l))
+			}
+		}
+		for _, l := range rep.Locks {
 			if l.Problem != "" {
 				fmt.Fprintf(w, "%s: %s\n", show(l.Key), l.Problem)
 			}

@@ -1,11 +1,14 @@
 // Package inspect lists the live locks of a lockkit schema in Redis: each
 // lock's key and decoded parameters, its holder (the lease token and, when
 // the runtime recorded one, the holder's host, pid, owner name and trace
-// id), the TTL left, the fence, and the length of its FIFO waiter queue. It
-// is the library behind `lockkit inspect`.
+// id), the TTL left, the fence, and its FIFO waiters (order, time waited,
+// who). It is the library behind `lockkit inspect`, and, with Watch and
+// ForceRelease, behind `lockkit watch` and `lockkit release -force`.
 //
-// It is read-only and bounded: it sends SCAN (never KEYS), GET, PTTL and
-// ZCARD and nothing else; it stops after Options.Limit locks or at
+// Inspect and Watch are read-only and bounded; ForceRelease is the one
+// writer (see its doc). Inspect is bounded: it sends SCAN (never KEYS), GET, PTTL and
+// ZCARD, and for a lock with FIFO waiters TIME, ZRANGE key:q and HMGET
+// key:qc, and nothing else; it stops after Options.Limit locks or at
 // Options.Timeout, whichever comes first, and says so (Report.Stopped). On a
 // Redis Cluster it scans every master.
 //
@@ -20,7 +23,9 @@
 // key:q, key:qd, key:qc, key:qp) never match. Each page of keys is decoded
 // against the schema (Decoder); keys that no domain produces are skipped,
 // and for the rest one pipeline per page sends PTTL key, GET key, GET
-// key:fence and ZCARD key:q. A key that is gone by then is skipped; one that
+// key:fence and ZCARD key:q; for the locks with a queue, a second pipeline
+// reads its first MaxWaiters waiters (ZRANGE key:q WITHSCORES, against the
+// server's TIME, and their descriptions with HMGET key:qc). A key that is gone by then is skipped; one that
 // is not a string (a fence.Set resource hash, say), or that resharding
 // moved to another master since the SCAN, is counted in Report.Skipped.
 package inspect
@@ -88,6 +93,9 @@ type Lock struct {
 	Fence *int64 `json:"fence"`
 	// Queue is the number of FIFO waiters (ZCARD key:q).
 	Queue int64 `json:"queue"`
+	// Waiters are the first MaxWaiters FIFO waiters, head first, with how
+	// long each has waited and who it is; omitted when the queue is empty.
+	Waiters []Waiter `json:"waiters,omitempty"`
 	// Node is the Cluster master holding the key; "" off Cluster.
 	Node string `json:"node,omitempty"`
 	// Problem says what is odd about the lock, if anything: an undecodable
@@ -506,6 +514,9 @@ func (r *run) fetch(ctx context.Context, rdb redis.Cmdable, node string, cands [
 			l.Queue = q
 		}
 		locks = append(locks, l)
+	}
+	if err := readWaiters(ctx, rdb, node, locks); err != nil {
+		return nil, 0, err
 	}
 	return locks, skipped, nil
 }

@@ -48,11 +48,13 @@ func seed(t *testing.T, ctx context.Context, rdb redis.Cmdable) {
 	k := "lock:{table:12}"
 	set(k, holder.Encode(tok("A"), holder.Holder{Host: "web-1", PID: 4242, Owner: "billing", TraceID: traceID}), px)
 	set(k+":fence", "1763860000000001", 0)
+	// The first waiter queued with a holder description, the second without.
+	desc := []string{"|" + string(holder.AppendDescription(nil, holder.Holder{Host: "web-2", PID: 77, Owner: "billing"})), ""}
 	for i, w := range []string{tok("W"), tok("X")} {
 		errs = append(errs,
 			rdb.ZAdd(ctx, k+":q", redis.Z{Score: float64(1763860000000002 + i), Member: w}).Err(),
 			rdb.ZAdd(ctx, k+":qd", redis.Z{Score: 1763860000000, Member: w}).Err(),
-			rdb.HSet(ctx, k+":qc", w, "lock:{table:12}:w:abc|10000|3000|1").Err())
+			rdb.HSet(ctx, k+":qc", w, "lock:{table:12}:w:abc|10000|3000|1"+desc[i]).Err())
 	}
 	set(k+":qp", "00-"+traceID+"-00f067aa0ba902b7-01", 0)
 	errs = append(errs, rdb.HSet(ctx, k+":data", "value", "booked", "fence", "1763860000000001").Err()) // a fence.Set resource
@@ -88,6 +90,12 @@ func mask(rep *Report) {
 	for i := range rep.Locks {
 		if ms := rep.Locks[i].TTLMillis; ms > (seedTTL-time.Minute).Milliseconds() && ms <= seedTTL.Milliseconds() {
 			rep.Locks[i].TTLMillis = seedTTL.Milliseconds()
+		}
+		for j := range rep.Locks[i].Waiters {
+			// The seed's join orders are fixed server µs in the past.
+			if rep.Locks[i].Waiters[j].WaitedMillis > 0 {
+				rep.Locks[i].Waiters[j].WaitedMillis = 60_000
+			}
 		}
 	}
 }
@@ -129,7 +137,8 @@ type readOnly struct {
 	n  map[string]int
 }
 
-var readCommands = map[string]bool{"scan": true, "get": true, "pttl": true, "zcard": true}
+var readCommands = map[string]bool{"scan": true, "get": true, "pttl": true, "zcard": true,
+	"time": true, "zrange": true, "hmget": true} // the last three for FIFO waiters
 
 // Commands a go-redis client sends on its own: the handshake and, on a
 // Cluster, the slot map.

@@ -298,7 +298,7 @@ func (b *Backend) acquire(ctx context.Context, req *driver.Request, maxWait time
 	case maxWait == 0 && !req.Fencing:
 		query = sqlTry
 	case maxWait == 0:
-		query, args = sqlTryFence, append(args, req.Key)
+		query, args = fenceQuery(req.Key, sqlTryFence, sqlTryFenceLong, append(args, req.Key))
 	default:
 		wait := maxWait
 		if dl, ok := ctx.Deadline(); ok {
@@ -314,7 +314,7 @@ func (b *Backend) acquire(ctx context.Context, req *driver.Request, maxWait time
 		}
 		query, args = sqlWait, append(args, msString(wait))
 		if req.Fencing {
-			query, args = sqlWaitFence, append(args[:2], req.Key, msString(wait))
+			query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, append(args[:2], req.Key, msString(wait)))
 		}
 	}
 

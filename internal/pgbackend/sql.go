@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -168,6 +170,71 @@ const (
 		CASE WHEN l.ok THEN set_config('idle_in_transaction_session_timeout', $2, true) END
 	FROM l`
 )
+
+// Keys longer than FenceKeyMax bytes may not fit a btree row of the fence
+// table's primary key (about 2.7 kB on 8 kB pages, after compression), so
+// their fence row is found this way instead, in the same statement:
+//
+//   - g: if a row keyed by the full key exists (a v0.1.0 process, or this
+//     one, wrote it because the key compressed small enough), it is bumped,
+//     also above the hashed row's fence if there is one;
+//   - h: otherwise the row keyed by FenceRowKey(key) (SHA-256) is upserted
+//     with the usual rule.
+//
+// Both rows are only written under the key's lock, so one holder at a time
+// chooses; a key v0.1.0 could store keeps its full-key row, and a key it
+// could not store never had one.
+func fenceLong(h string) string {
+	return `g AS (UPDATE lockkit_fences AS t SET fence = GREATEST(t.fence + 1,
+			(extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
+			coalesce((SELECT s.fence + 1 FROM lockkit_fences s WHERE s.key = ` + h + `), 0))
+		FROM l WHERE l.ok AND t.key = $3
+		RETURNING t.fence
+	), h AS (INSERT INTO lockkit_fences AS t (key, fence)
+		SELECT ` + h + `, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM l WHERE l.ok AND NOT EXISTS (SELECT 1 FROM g)
+		ON CONFLICT (key) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence)
+		RETURNING t.fence
+	), f AS (SELECT g.fence FROM g UNION ALL SELECT h.fence FROM h)`
+}
+
+// The long-key forms of the fencing statements: the fence CTE replaced by
+// fenceLong, with the hashed row key as one more parameter at the end.
+var (
+	sqlTryFenceLong  = longForm(sqlTryFence, "$4")
+	sqlWaitFenceLong = longForm(sqlWaitFence, "$5")
+	sqlTxFenceLong   = longForm(sqlTxFence, "$4")
+)
+
+func longForm(stmt, h string) string {
+	short := "f AS (" + fenceUpsert + ")"
+	if strings.Count(stmt, short) != 1 {
+		panic("pgbackend: fencing statement without its fence upsert") // a bug in this file, caught by any test
+	}
+	return strings.Replace(stmt, short, fenceLong(h), 1)
+}
+
+// FenceKeyMax is the longest key whose fence row is keyed by the key itself,
+// as in v0.1.0. A longer key uses its full-key row if one exists, and
+// otherwise the row keyed by FenceRowKey(key).
+const FenceKeyMax = 2600
+
+// FenceRowKey is the fence table key of a key longer than FenceKeyMax that
+// has no full-key row: "lockkit:sha256:" and the hex SHA-256 of key. Should a
+// real key be equal to it, the two keys share one fence counter, which keeps
+// each key's fences increasing.
+func FenceRowKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "lockkit:sha256:" + hex.EncodeToString(sum[:])
+}
+
+// fenceQuery is the fencing statement for key: short as it is, or, for a
+// key over FenceKeyMax, its long form with FenceRowKey(key) appended to args.
+func fenceQuery(key, short, long string, args []any) (string, []any) {
+	if len(key) <= FenceKeyMax {
+		return short, args
+	}
+	return long, append(args, FenceRowKey(key))
+}
 
 // lockIDs splits a key id the way pg_locks shows it.
 func lockIDs(id int64) (classid, objid uint32) {

@@ -38,7 +38,7 @@ func AcquireTx(ctx context.Context, tx pgx.Tx, key string, ttl time.Duration, fe
 	}
 	query, args := sqlTx, []any{KeyID(key), ttlString(TxIdleLimit(ttl))}
 	if fencing {
-		query, args = sqlTxFence, append(args, key)
+		query, args = fenceQuery(key, sqlTxFence, sqlTxFenceLong, append(args, key))
 	}
 	var (
 		ok  bool

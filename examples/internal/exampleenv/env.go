@@ -16,6 +16,7 @@
 package exampleenv
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -144,7 +145,21 @@ func (e *Env) openTelemetry(ctx context.Context, serviceName string, out io.Writ
 		if endpoint == "" {
 			endpoint = os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
 		}
-		fmt.Fprintf(out, "lockkit: exporting traces over OTLP to %s as service %q (see them in Jaeger)\n", endpoint, serviceName)
+		if endpoint != "" {
+			fmt.Fprintf(out, "lockkit: exporting traces over OTLP to %s as service %q (see them in Jaeger)\n", endpoint, serviceName)
+		}
+		if os.Getenv("OTEL_METRICS_EXPORTER") == "prometheus" {
+			fmt.Fprintf(out, "lockkit: serving metrics for Prometheus at http://%s:%s/metrics (OTEL_EXPORTER_PROMETHEUS_HOST/PORT) while it runs\n",
+				cmp.Or(os.Getenv("OTEL_EXPORTER_PROMETHEUS_HOST"), "localhost"), cmp.Or(os.Getenv("OTEL_EXPORTER_PROMETHEUS_PORT"), "9464"))
+		}
+		if endpoint == "" {
+			// No traces exported: keep the printed span summary.
+			e.summary = newSummary()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(e.summary))
+			shutdownMetrics := e.shutdown
+			e.shutdown = func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), shutdownMetrics(ctx)) }
+			e.TracerProvider = tp
+		}
 		return nil
 	}
 	e.summary = newSummary()
