@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -138,4 +139,14 @@ func ExampleWithConnWait() {
 		log.Fatal(err)
 	}
 	defer client.Close(ctx)
+}
+
+// FenceRowKey finds the fence of a lock key too long for a btree row (over
+// 2600 bytes) in lockkit_fences: such a key's fence is kept under its hash
+// unless a row for the full key already exists.
+func ExampleFenceRowKey() {
+	long := "lock:{upload:" + strings.Repeat("x", 3000) + "}"
+	row := postgres.FenceRowKey(long)
+	fmt.Println(strings.HasPrefix(row, "lockkit:sha256:"), len(row))
+	// Output: true 79
 }

@@ -79,16 +79,18 @@ func buildOld(t *testing.T, r release) string {
 		t.Fatal(err)
 	}
 	untar.Stdin = pipe
-	var stderr bytes.Buffer
-	archive.Stderr, untar.Stderr = &stderr, &stderr
+	// One buffer each: exec copies each process's stderr in a goroutine
+	// of its own.
+	var archiveErr, untarErr bytes.Buffer
+	archive.Stderr, untar.Stderr = &archiveErr, &untarErr
 	if err := untar.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := archive.Run(); err != nil {
-		t.Fatalf("git archive %s: %v: %s", r.commit, err, stderr.String())
+		t.Fatalf("git archive %s: %v: %s", r.commit, err, archiveErr.String())
 	}
 	if err := untar.Wait(); err != nil {
-		t.Fatalf("tar: %v: %s", err, stderr.String())
+		t.Fatalf("tar: %v: %s", err, untarErr.String())
 	}
 	src, err := os.ReadFile(filepath.Join("testdata", r.version, "worker", "main.go"))
 	if err != nil {
