@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,10 +80,15 @@ func TestStalledServerUserClients(t *testing.T) {
 				}
 			}
 			return rdb, pause, resume, func(ctx context.Context, pattern string) []string {
-				var out []string
+				var (
+					mu  sync.Mutex // ForEachMaster calls fn on every master at once
+					out []string
+				)
 				_ = check.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 					ks, err := m.Keys(ctx, pattern).Result()
+					mu.Lock()
 					out = append(out, ks...)
+					mu.Unlock()
 					return err
 				})
 				return out
@@ -104,7 +110,11 @@ func TestStalledServerUserClients(t *testing.T) {
 				}
 			case *redis.ClusterClient:
 				if !c.Options().ContextTimeoutEnabled {
-					bound = c.Options().ReadTimeout
+					// A Cluster client may also open a new
+					// connection to the paused node (its slot map is
+					// refreshed under the stall), bounded by its
+					// DialTimeout (5s by default), not by ctx.
+					bound = max(c.Options().ReadTimeout, c.Options().DialTimeout)
 				}
 			}
 			for _, fencing := range []bool{false, true} {
