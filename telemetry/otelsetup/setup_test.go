@@ -24,7 +24,6 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
-
 )
 
 const childEnv = "LOCKKIT_OTELSETUP_CHILD"
