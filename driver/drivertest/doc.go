@@ -15,7 +15,7 @@
 //   - Renewal: a renewed lease outlives its TTL and stays exclusive.
 //   - Fences: strictly increasing per key, across clients and expiry (a
 //     backend without fences must refuse fencing domains, saying why).
-//   - FencesAcrossRestart (Stop, Start): a holder learns of the restart
+//   - Restart (Stop, Start): a holder learns of the restart
 //     (ErrLockLost), the next holder's fence is above the one before.
 //   - LostMidFn (Steal): fn's ctx is cancelled with a cause matching
 //     ErrLockLost and Do returns ErrLockLost joined with fn's error.
