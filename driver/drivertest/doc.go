@@ -5,7 +5,8 @@
 //   - MutualExclusion: clients with several goroutines each take one key
 //     in turn; an overlap counter and a non-atomic counter catch two
 //     holders, and fences (where the backend issues them) rise with each.
-//   - Contended: a held key is ErrNotAcquired for a single attempt, never
+//   - Contended: a held key is the bare ErrNotAcquired for a single
+//     attempt, and ErrNotAcquired after retries that ran out, never
 //     ErrUnavailable; a second Release is ErrNotHeld.
 //   - StaleToken: on the raw backend, Release and Extend with a token that
 //     does not hold the key answer held=false and change nothing.
@@ -17,17 +18,23 @@
 //     backend without fences must refuse fencing domains, saying why).
 //   - Restart (Stop, Start): a holder learns of the restart
 //     (ErrLockLost), the next holder's fence is above the one before.
-//   - LostMidFn (Steal): fn's ctx is cancelled with a cause matching
-//     ErrLockLost and Do returns ErrLockLost joined with fn's error.
+//   - LostMidFn (Steal): the key is free for others at once, fn's ctx is
+//     cancelled with a cause matching ErrLockLost and Do returns
+//     ErrLockLost joined with fn's error.
+//   - LostAtRelease (Steal): taken and re-taken while fn runs, fn returning
+//     before a renewal: Do still reports ErrLockLost, and its release leaves
+//     the new holder's lock alone.
 //   - CloseDuringDo, CloseTimeout: Close cancels fn with ErrClosed, keeps
 //     the lock held until fn returns, then releases it; a Close whose ctx
 //     ends first says a lease was left, and Do releases it later.
 //   - CtxCancelled: before the acquire, while waiting, inside fn.
 //   - BadInput: an empty key, a huge key, a TTL under the backend's
 //     minimum or not in its unit: a clear error naming the limit.
-//   - ServerDown (Stop, Start): ErrUnavailable, the breaker opens and
-//     refuses at once (breaker.ErrOpen), health is red; after Start the
-//     client takes locks again.
+//   - ServerDown (Stop, Start): ErrUnavailable (with or without retries,
+//     and from Ping), the breaker opens and refuses at once
+//     (breaker.ErrOpen), health is red; after Start the client takes locks
+//     again, health is green, and the breaker went closed->open first and
+//     half-open->closed last.
 //
 // A backend's test gives Run a Harness. Hooks it cannot provide stay nil,
 // and the subtests that need them are skipped, saying why. With a short

@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Fences", s.fences)
 	t.Run("Restart", s.restart)
 	t.Run("LostMidFn", s.lostMidFn)
+	t.Run("LostAtRelease", s.lostAtRelease)
 	t.Run("CloseDuringDo", s.closeDuringDo)
 	t.Run("CloseTimeout", s.closeTimeout)
 	t.Run("CtxCancelled", s.ctxCancelled)
@@ -270,12 +271,19 @@ func (s *suite) contended(t *testing.T) {
 	for i, c := range []*lockkit.Client{c1, c2} {
 		ran := false
 		err := lockOf(s.domain(t, c, longPolicy), "held").TryDo(ctxFor(t, patience), func(context.Context, *lockkit.Lease) error { ran = true; return nil })
-		if !errors.Is(err, lockkit.ErrNotAcquired) || errors.Is(err, lockkit.ErrUnavailable) || ran {
-			t.Errorf("%s: client %d: TryDo on a held lock = %v (fn ran: %v); want ErrNotAcquired", s.h.Name, i+1, err, ran)
+		if err != lockkit.ErrNotAcquired || ran { //nolint:errorlint // the bare value: contention allocates nothing
+			t.Errorf("%s: client %d: TryDo on a held lock = %v (fn ran: %v); want the bare ErrNotAcquired", s.h.Name, i+1, err, ran)
 		}
 		if _, err := lockOf(s.domain(t, c, longPolicy), "held").TryAcquire(ctxFor(t, patience)); !errors.Is(err, lockkit.ErrNotAcquired) {
 			t.Errorf("%s: client %d: TryAcquire on a held lock = %v; want ErrNotAcquired", s.h.Name, i+1, err)
 		}
+	}
+	// Retries that run out are ErrNotAcquired too, saying so.
+	three := lockkit.Policy{TTL: longTTL, Retry: lockkit.RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond}}
+	ran := false
+	err = lockOf(s.domain(t, c2, three), "held").Do(ctxFor(t, patience), func(context.Context, *lockkit.Lease) error { ran = true; return nil })
+	if !errors.Is(err, lockkit.ErrNotAcquired) || errors.Is(err, lockkit.ErrUnavailable) || ran || !strings.Contains(err.Error(), "gave up after 3 attempt(s)") {
+		t.Errorf("%s: Do with 3 attempts on a held lock = %v (fn ran: %v); want ErrNotAcquired after 3 attempts", s.h.Name, err, ran)
 	}
 	if err := lease.Release(ctxFor(t, patience)); err != nil {
 		t.Fatalf("%s: Release: %v", s.h.Name, err)
@@ -572,6 +580,37 @@ func (s *suite) lostMidFn(t *testing.T) {
 	}
 }
 
+// lostAtRelease: the key is taken from the holder, and by another client,
+// while fn runs, and fn returns before any renewal could notice. Do still
+// reports the loss (its release finds another owner) and leaves the new
+// holder's lock alone.
+func (s *suite) lostAtRelease(t *testing.T) {
+	if s.h.Steal == nil {
+		t.Skipf("%s: the harness cannot take a key from its holder", s.h.Name)
+	}
+	c1, c2 := s.client(t), s.client(t)
+	p := lockkit.Policy{TTL: longTTL, RenewInterval: longTTL / 2, Retry: retry}
+	var taken *lockkit.Lease
+	err := lockOf(s.domain(t, c1, p), "x").Do(ctxFor(t, patience), func(ctx context.Context, lease *lockkit.Lease) error {
+		s.h.Steal(t, lease.Key())
+		var err error
+		taken, err = lockOf(s.domain(t, c2, p), "x").Acquire(ctx)
+		return err
+	})
+	if taken == nil {
+		t.Fatalf("%s: another client could not take the key from a holder in fn: %v", s.h.Name, err)
+	}
+	if !errors.Is(err, lockkit.ErrLockLost) {
+		t.Errorf("%s: Do whose key was taken during fn = %v; want ErrLockLost", s.h.Name, err)
+	}
+	if err := taken.Extend(ctxFor(t, patience)); err != nil {
+		t.Errorf("%s: the new holder's Extend after the old holder's Do returned: %v; its release took the new holder's lock", s.h.Name, err)
+	}
+	if err := taken.Release(ctxFor(t, patience)); err != nil {
+		t.Errorf("%s: the new holder's Release: %v", s.h.Name, err)
+	}
+}
+
 // closeDuringDo: Client.Close while fn runs cancels fn's ctx with a cause
 // matching ErrClosed, waits for fn, keeps the lock held until fn returns,
 // then releases it: Do returns nil, another client gets the lock at once,
@@ -581,8 +620,10 @@ func (s *suite) closeDuringDo(t *testing.T) {
 	l2 := lockOf(s.domain(t, c2, longPolicy), "x")
 	acquired := make(chan struct{})
 	done := make(chan error, 1)
+	var returned atomic.Bool
 	go func() {
 		done <- lockOf(s.domain(t, c1, longPolicy), "x").Do(ctxFor(t, 2*patience), func(ctx context.Context, lease *lockkit.Lease) error {
+			defer returned.Store(true)
 			close(acquired)
 			select {
 			case <-ctx.Done():
@@ -607,6 +648,9 @@ func (s *suite) closeDuringDo(t *testing.T) {
 	}
 	if err := c1.Close(ctxFor(t, patience)); err != nil {
 		t.Fatalf("%s: Close: %v", s.h.Name, err)
+	}
+	if !returned.Load() {
+		t.Errorf("%s: Close returned while fn was still running, with ctx to spare", s.h.Name)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("%s: Do under Close: %v", s.h.Name, err)
@@ -697,7 +741,7 @@ func (s *suite) ctxCancelled(t *testing.T) {
 		ran := false
 		err = l2.Do(ctx, func(context.Context, *lockkit.Lease) error { ran = true; return nil })
 		took := time.Since(start)
-		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lockkit.ErrNotAcquired) || ran {
+		if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, lockkit.ErrNotAcquired) || errors.Is(err, lockkit.ErrUnavailable) || ran {
 			t.Errorf("%s: Do waiting on a held lock until its ctx ended = %v (fn ran: %v); want context.DeadlineExceeded", s.h.Name, err, ran)
 		}
 		// Bounded by the ctx, plus at most one command in flight.
@@ -879,6 +923,14 @@ func (s *suite) serverDown(t *testing.T) {
 	}
 	if h := c.Health(ctxFor(t, patience)); h.Healthy {
 		t.Errorf("%s: health with the server down: %+v; want unhealthy", s.h.Name, h)
+	}
+	if err := c.Ping(ctxFor(t, patience)); !errors.Is(err, lockkit.ErrUnavailable) {
+		t.Errorf("%s: Ping with the server down = %v; want ErrUnavailable", s.h.Name, err)
+	}
+	// Retries end as they began: unavailable, never contention.
+	p := lockkit.Policy{TTL: longTTL, Retry: lockkit.RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond}}
+	if err := lockOf(s.domain(t, c, p), "x").Do(ctxFor(t, patience), nop); !errors.Is(err, lockkit.ErrUnavailable) || errors.Is(err, lockkit.ErrNotAcquired) {
+		t.Errorf("%s: Do with retries with the server down = %v; want ErrUnavailable", s.h.Name, err)
 	}
 	s.h.Start(t)
 	started = true
