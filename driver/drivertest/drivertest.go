@@ -467,6 +467,39 @@ func (s *suite) fences(t *testing.T) {
 	take(c2, "after the holder's key expired")
 }
 
+// held is a Do running in the background whose fn waits for its ctx to end.
+type held struct {
+	lease *lockkit.Lease // fn's lease
+	cause chan error     // fn's ctx's cause, once it ended
+	done  chan error     // what Do returned
+}
+
+// holdInDo runs l.Do in the background, with fn waiting for its ctx to end
+// (bounded) and then returning ret, and returns once fn runs.
+func (s *suite) holdInDo(t *testing.T, l lockkit.Lock, ret error) held {
+	t.Helper()
+	h := held{cause: make(chan error, 1), done: make(chan error, 1)}
+	acquired := make(chan *lockkit.Lease, 1)
+	go func() {
+		h.done <- l.Do(ctxFor(t, 2*patience), func(ctx context.Context, lease *lockkit.Lease) error {
+			acquired <- lease
+			select {
+			case <-ctx.Done():
+				h.cause <- context.Cause(ctx)
+			case <-time.After(longTTL + patience):
+				h.cause <- errors.New("fn's ctx was not cancelled")
+			}
+			return ret
+		})
+	}()
+	select {
+	case h.lease = <-acquired:
+	case err := <-h.done:
+		t.Fatalf("%s: Do: %v", s.h.Name, err)
+	}
+	return h
+}
+
 // restart: a holder in Do while the server restarts learns of
 // the loss (fn's ctx cancelled with ErrLockLost, Do reports it), the next
 // holder gets the lock once the server is back, and its fence is above the
@@ -477,33 +510,14 @@ func (s *suite) restart(t *testing.T) {
 	}
 	c1, c2 := s.client(t), s.client(t)
 	p := lockkit.Policy{TTL: longTTL, RenewInterval: fastRenew, Fencing: s.caps.Fences, Retry: retry}
-	acquired := make(chan int64, 1)
-	cause := make(chan error, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- lockOf(s.domain(t, c1, p), "x").Do(ctxFor(t, 2*patience), func(ctx context.Context, lease *lockkit.Lease) error {
-			acquired <- lease.Fence()
-			select {
-			case <-ctx.Done():
-				cause <- context.Cause(ctx)
-			case <-time.After(longTTL + patience):
-				cause <- errors.New("fn's ctx was not cancelled")
-			}
-			return nil
-		})
-	}()
-	var f1 int64
-	select {
-	case f1 = <-acquired:
-	case err := <-done:
-		t.Fatalf("%s: Do: %v", s.h.Name, err)
-	}
+	h := s.holdInDo(t, lockOf(s.domain(t, c1, p), "x"), nil)
+	f1 := h.lease.Fence()
 	s.h.Stop(t)
 	s.h.Start(t)
-	if c := <-cause; !errors.Is(c, lockkit.ErrLockLost) {
+	if c := <-h.cause; !errors.Is(c, lockkit.ErrLockLost) {
 		t.Fatalf("%s: fn's ctx cause after a restart: %v; want ErrLockLost", s.h.Name, c)
 	}
-	if err := <-done; !errors.Is(err, lockkit.ErrLockLost) {
+	if err := <-h.done; !errors.Is(err, lockkit.ErrLockLost) {
 		t.Fatalf("%s: Do after a restart under fn = %v; want ErrLockLost", s.h.Name, err)
 	}
 	var f2 int64
@@ -529,29 +543,9 @@ func (s *suite) lostMidFn(t *testing.T) {
 	}
 	c1, c2 := s.client(t), s.client(t)
 	p := lockkit.Policy{TTL: longTTL, RenewInterval: fastRenew, Retry: retry}
-	acquired := make(chan string, 1)
-	cause := make(chan error, 1)
-	done := make(chan error, 1)
 	errFn := errors.New("fn's own error")
-	go func() {
-		done <- lockOf(s.domain(t, c1, p), "x").Do(ctxFor(t, 2*patience), func(ctx context.Context, lease *lockkit.Lease) error {
-			acquired <- lease.Key()
-			select {
-			case <-ctx.Done():
-				cause <- context.Cause(ctx)
-			case <-time.After(longTTL + patience):
-				cause <- errors.New("fn's ctx was not cancelled")
-			}
-			return errFn
-		})
-	}()
-	var key string
-	select {
-	case key = <-acquired:
-	case err := <-done:
-		t.Fatalf("%s: Do: %v", s.h.Name, err)
-	}
-	s.h.Steal(t, key)
+	h := s.holdInDo(t, lockOf(s.domain(t, c1, p), "x"), errFn)
+	s.h.Steal(t, h.lease.Key())
 	stolen := time.Now()
 	// Free for others at once (single attempts; the server may take a
 	// moment to end a session), while the old holder's fn may still run.
@@ -567,14 +561,14 @@ func (s *suite) lostMidFn(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("%s: another client took the key %v after it was taken from its holder", s.h.Name, time.Since(stolen).Round(time.Millisecond))
-	if c := <-cause; !errors.Is(c, lockkit.ErrLockLost) {
+	if c := <-h.cause; !errors.Is(c, lockkit.ErrLockLost) {
 		t.Fatalf("%s: fn's ctx cause after the key was taken: %v; want ErrLockLost", s.h.Name, c)
 	}
 	// Found by a renewal: within the TTL, whatever the renew interval.
 	if took := time.Since(stolen); took > longTTL {
 		t.Errorf("%s: fn told of the loss %v after the key was taken; want within the TTL %v", s.h.Name, took, longTTL)
 	}
-	err := <-done
+	err := <-h.done
 	if !errors.Is(err, lockkit.ErrLockLost) || !errors.Is(err, errFn) {
 		t.Fatalf("%s: Do after the key was taken = %v; want ErrLockLost joined with fn's error", s.h.Name, err)
 	}
