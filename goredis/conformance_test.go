@@ -1,4 +1,4 @@
-package lockkit_test
+package goredis_test
 
 import (
 	"context"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/driver/drivertest"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/lockkit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,7 +38,7 @@ func TestConformanceRedis(t *testing.T) {
 	admin := r.Client(t)
 	drivertest.Run(t, drivertest.Harness{
 		Name:  "redis",
-		Open:  func(t *testing.T) driver.Spec { return lockkit.Redis(userClient(t, r.Addr())) },
+		Open:  func(t *testing.T) driver.Spec { return goredis.New(userClient(t, r.Addr())) },
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },
 		Stop:  func(t *testing.T) { r.Stop(t) },
@@ -56,7 +56,7 @@ func TestConformanceSentinel(t *testing.T) {
 		Open: func(t *testing.T) driver.Spec {
 			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: []string{s.Addr()}, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = rdb.Close() })
-			return lockkit.Redis(rdb)
+			return goredis.New(rdb)
 		},
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },
@@ -71,7 +71,7 @@ func TestConformanceCluster(t *testing.T) {
 		Open: func(t *testing.T) driver.Spec {
 			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = rdb.Close() })
-			return lockkit.Redis(rdb)
+			return goredis.New(rdb)
 		},
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },
@@ -96,7 +96,7 @@ func TestConformanceRedlock(t *testing.T) {
 	drivertest.Run(t, drivertest.Harness{
 		Name: "redlock",
 		Open: func(t *testing.T) driver.Spec {
-			return lockkit.Redlock(userClient(t, nodes[0].Addr()), userClient(t, nodes[1].Addr()), userClient(t, nodes[2].Addr()))
+			return goredis.Redlock(userClient(t, nodes[0].Addr()), userClient(t, nodes[1].Addr()), userClient(t, nodes[2].Addr()))
 		},
 		TTL: redisTTL,
 		// Deleted on every node; the holder had it on a majority at least.
