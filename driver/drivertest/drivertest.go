@@ -948,6 +948,24 @@ func (s *suite) serverDown(t *testing.T) {
 	if h := c.Health(ctxFor(t, patience)); !h.Healthy {
 		t.Errorf("%s: health after the server came back: %+v", s.h.Name, h)
 	}
+	// Every breaker closes again, as acquisitions probe it. (A member of
+	// a quorum may fail one more probe: a client's pool can report its
+	// last dial error for a moment after the server is back.)
+	for {
+		h := c.Health(ctxFor(t, patience))
+		closed := len(h.Breakers) > 0
+		for _, b := range h.Breakers {
+			closed = closed && b.State == "closed"
+		}
+		if closed {
+			break
+		}
+		if time.Since(back) > patience {
+			t.Fatalf("%s: breakers not all closed %v after the server came back: %+v", s.h.Name, patience, h.Breakers)
+		}
+		_, _ = try()
+		time.Sleep(50 * time.Millisecond)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half-open->closed" {
