@@ -195,4 +195,3 @@ func waitGone(t *testing.T, r *testserver.Redis, key string) {
 	}
 	t.Fatalf("%s did not expire", key)
 }
-
