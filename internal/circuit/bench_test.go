@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	"github.com/lockkit/lockkit/breaker"
-
-	"github.com/redis/go-redis/v9"
+	"github.com/lockkit/lockkit/driver"
 )
 
 // BenchmarkDoClosed measures Do's overhead in the closed state with an op
@@ -24,15 +23,15 @@ func BenchmarkDoClosed(b *testing.B) {
 	}
 }
 
-// BenchmarkDoClosedNil is the contention path: op returns redis.Nil, which
-// must cost no more than a success.
+// BenchmarkDoClosedNil is the contention path: op returns
+// driver.ErrContended, which must cost no more than a success.
 func BenchmarkDoClosedNil(b *testing.B) {
 	br := New("bench", breaker.Settings{})
 	ctx := context.Background()
-	op := func(context.Context) error { return redis.Nil }
+	op := func(context.Context) error { return driver.ErrContended }
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := br.Do(ctx, op); err != redis.Nil {
+		if err := br.Do(ctx, op); err != driver.ErrContended {
 			b.Fatal(err)
 		}
 	}
@@ -55,8 +54,8 @@ func BenchmarkDoClosedParallel(b *testing.B) {
 	})
 }
 
-// TestDoClosedDoesNotAllocate guards the hot path: a success and a nil reply
-// (contention) cost no allocation in the closed state. It counts
+// TestDoClosedDoesNotAllocate guards the hot path: a success and contention
+// (driver.ErrContended) cost no allocation in the closed state. It counts
 // allocations, it does not time anything.
 func TestDoClosedDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
@@ -64,7 +63,7 @@ func TestDoClosedDoesNotAllocate(t *testing.T) {
 	}
 	br := New("allocs", breaker.Settings{})
 	ctx := context.Background()
-	for _, ret := range []error{nil, redis.Nil} {
+	for _, ret := range []error{nil, driver.ErrContended} {
 		op := func(context.Context) error { return ret }
 		if n := testing.AllocsPerRun(1000, func() { _ = br.Do(ctx, op) }); n != 0 {
 			t.Errorf("Do with op returning %v: %v allocs per call, want 0", ret, n)

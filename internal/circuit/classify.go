@@ -138,3 +138,13 @@ func isNetworkFailure(err error) bool {
 	}
 	return false
 }
+
+// isTimeout reports whether err is a timeout (a command deadline, a socket
+// deadline) rather than an answer or a refused connection.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
