@@ -185,7 +185,7 @@ func TestFaultHarness(t *testing.T) {
 		}
 	}
 	in := h.collect()
-	liveness = append(liveness, h.silences(in.Histories)...)
+	liveness = append(liveness, silences(h.procs, h.stops, in.Histories)...)
 
 	rep := Check(in)
 	rep.Violations = append(rep.Violations, liveness...)
@@ -632,13 +632,13 @@ func (h *harness) collect() Input {
 
 // silences reports a running worker that recorded nothing for longer than
 // hangBound (time the test kept it stopped does not count).
-func (h *harness) silences(hists [][]Event) []string {
+func silences(procs []*workerProc, stops map[*workerProc][][2]int64, hists [][]Event) []string {
 	var out []string
-	for i, w := range h.procs {
+	for i, w := range procs {
 		evs := hists[i]
 		for j := 1; j < len(evs); j++ {
 			gap := evs[j].T - evs[j-1].T
-			for _, s := range h.stops[w] {
+			for _, s := range stops[w] {
 				if s[0] < evs[j].T && s[1] > evs[j-1].T {
 					gap -= min(s[1], evs[j].T) - max(s[0], evs[j-1].T)
 				}

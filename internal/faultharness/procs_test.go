@@ -158,10 +158,11 @@ type tailer struct {
 	grantTs []int64
 	selfs   map[*workerProc]Event // last selfstop per worker
 	lastEv  map[*workerProc]int64
+	open    map[*workerProc]Event // a section's first grant, until its fnret or done
 }
 
 func newTailer() *tailer {
-	return &tailer{offs: map[string]int64{}, partial: map[string][]byte{}, holders: map[string]*workerProc{}, fences: map[string]int64{}, selfs: map[*workerProc]Event{}, lastEv: map[*workerProc]int64{}}
+	return &tailer{offs: map[string]int64{}, partial: map[string][]byte{}, holders: map[string]*workerProc{}, fences: map[string]int64{}, selfs: map[*workerProc]Event{}, lastEv: map[*workerProc]int64{}, open: map[*workerProc]Event{}}
 }
 
 // poll reads what the files gained since the last poll.
@@ -190,6 +191,11 @@ func (tl *tailer) poll(ws []*workerProc) {
 						tl.holders[e.Tok] = w
 						tl.fences[e.Tok] = e.Fence
 						tl.grantTs = append(tl.grantTs, e.T)
+						if _, ok := tl.open[w]; !ok {
+							tl.open[w] = e
+						}
+					case "fnret", "done", "acqfail", "exit":
+						delete(tl.open, w)
 					case "selfstop":
 						tl.selfs[w] = e
 					}
@@ -222,5 +228,14 @@ func (tl *tailer) selfstop(w *workerProc) (Event, bool) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	e, ok := tl.selfs[w]
+	return e, ok
+}
+
+// inFn is the first grant of w's section when w is inside fn: granted, and
+// neither fnret nor done recorded since.
+func (tl *tailer) inFn(w *workerProc) (Event, bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	e, ok := tl.open[w]
 	return e, ok
 }

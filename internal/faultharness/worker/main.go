@@ -42,21 +42,26 @@ import (
 )
 
 var (
-	id       = flag.Int("id", 0, "worker id")
-	inc      = flag.Int("inc", 0, "incarnation (restarts of this worker id)")
-	sentinel = flag.String("sentinel", "", "Sentinel address of the lock server")
-	master   = flag.String("master", "locks", "Sentinel master name")
-	resRedis = flag.String("res-redis", "", "address of the Redis resource")
-	resKey   = flag.String("res-key", "res:booking", "Redis resource key")
-	pgDSN    = flag.String("pg", "", "PostgreSQL DSN of the table resource")
-	table    = flag.String("table", "bookings", "table of the PostgreSQL resource")
-	row      = flag.String("row", "harness", "row key of the PostgreSQL resource")
-	histPath = flag.String("history", "", "history file (JSON lines, appended)")
-	ttl      = flag.Duration("ttl", time.Second, "lock TTL")
-	cmdTO    = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
-	workMax  = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
-	mutate   = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck")
-	writeTO  = 2 * time.Second
+	id          = flag.Int("id", 0, "worker id")
+	inc         = flag.Int("inc", 0, "incarnation (restarts of this worker id)")
+	sentinel    = flag.String("sentinel", "", "Sentinel address of the lock server")
+	master      = flag.String("master", "locks", "Sentinel master name")
+	resRedis    = flag.String("res-redis", "", "address of the Redis resource")
+	resKey      = flag.String("res-key", "res:booking", "Redis resource key")
+	pgDSN       = flag.String("pg", "", "PostgreSQL DSN of the table resource")
+	table       = flag.String("table", "bookings", "table of the PostgreSQL resource")
+	row         = flag.String("row", "harness", "row key of the PostgreSQL resource")
+	histPath    = flag.String("history", "", "history file (JSON lines, appended)")
+	ttl         = flag.Duration("ttl", time.Second, "lock TTL")
+	cmdTO       = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
+	workMax     = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
+	mutate      = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck; nofifo (fifo), onefence (doall)")
+	mode        = flag.String("mode", "redis", "the kind: redis (Sentinel lock, Redis and PostgreSQL resources), pg, pgtx, fifo, doall (kinds.go)")
+	lockRedis   = flag.String("lock-redis", "", "mode fifo: address of the lock server")
+	lockCluster = flag.String("lock-cluster", "", "mode doall: the lock Cluster's node addresses, comma-separated")
+	keys        = flag.String("keys", "booking", "lock keys (domain prefix lock:), comma-separated; doall takes them all")
+	rows        = flag.String("rows", "harness", "rows of -table written, comma-separated: one per key (doall), else the first")
+	writeTO     = 2 * time.Second
 )
 
 // newLockClient builds the lockkit client. It is the one place that knows
@@ -121,6 +126,9 @@ func run() error {
 	h.add(faultharness.Event{Ev: "start", Pid: os.Getpid()})
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if *mode != "redis" {
+		return runOther(h, log)
+	}
 	lockRDB := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            *master,
 		SentinelAddrs:         []string{*sentinel},
@@ -190,6 +198,42 @@ func run() error {
 	defer cancel()
 	if err := client.Close(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "worker %d: close: %v\n", *id, err)
+	}
+	h.add(faultharness.Event{Ev: "exit"})
+	return nil
+}
+
+// runOther runs a mode other than redis (kinds.go): one PostgreSQL table
+// resource, the lock set up by setupKind.
+func runOther(h *history, log *slog.Logger) error {
+	db, err := sql.Open("pgx", *pgDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	w := &worker{
+		h: h, db: db,
+		tbl: fence.Table{Table: *table, KeyColumn: "id"},
+		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
+	}
+	w.stopAt.Store("")
+	w.cont = make(chan os.Signal, 1)
+	signal.Notify(w.cont, syscall.SIGCONT)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
+	var stopping atomic.Bool
+	go func() {
+		for s := range sigs {
+			if s == syscall.SIGUSR2 {
+				w.stopAt.Store(stopNext)
+			} else {
+				stopping.Store(true)
+			}
+		}
+	}()
+	if err := runKind(w, log, stopping.Load); err != nil {
+		return err
 	}
 	h.add(faultharness.Event{Ev: "exit"})
 	return nil
