@@ -47,6 +47,15 @@ type Input struct {
 	// LateOutcomes are the answers that turn a paused holder's late write
 	// away; nil means fenced only. (DoTx: its transaction also rolls back.)
 	LateOutcomes []string
+	// Regrants: a token may be granted again with a new fence (FIFO: a
+	// release hands the lock to a queued token, the handover runs out
+	// before the waiter learns of it, and the waiter's next attempt takes
+	// the lock anew with the same token). Its lease has one of those fences.
+	Regrants bool
+	// TxGrants: a grant rolls back with its transaction (DoTx), and its
+	// fence leaves the record: a lease whose DoTx did not commit may claim
+	// a fence the record does not hold, or one issued again later.
+	TxGrants bool
 	// Writes are each resource's applied writes, from its own record.
 	Writes map[string][]Write
 	// Histories are the workers' histories, one per worker incarnation.
@@ -72,6 +81,7 @@ type Report struct {
 	LeasesLost      int            // Do returned ErrLockLost
 	Aborted         map[string]int // per resource: writes whose transaction rolled back
 	LostChecked     int            // leases the test made sure were lost in fn: Do did not return nil
+	Regrants        int            // tokens granted again with a new fence (Input.Regrants)
 	Faults          []Fault
 	MaxResume       time.Duration
 }
@@ -91,10 +101,10 @@ func Check(in Input) *Report {
 			r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
 		}
 	}
-	byToken, byFence := checkGrants(in.Grants, r, bad)
+	byToken, byFence := checkGrants(in.Grants, in.Regrants, r, bad)
 	for _, key := range slices.Sorted(maps.Keys(in.GrantSets)) {
 		n := r.Grants
-		bt, _ := checkGrants(in.GrantSets[key], r, func(format string, args ...any) { bad(key+": "+format, args...) })
+		bt, _ := checkGrants(in.GrantSets[key], in.Regrants, r, func(format string, args ...any) { bad(key+": "+format, args...) })
 		r.Grants += n
 		for tok, g := range bt {
 			if prev, ok := byToken[tok]; ok {
@@ -120,7 +130,7 @@ func Check(in Input) *Report {
 // directory (a replica's copy) is the same grant, not a new one.
 //
 // A tokenless record (Grant.Token "") is checked by fence alone.
-func checkGrants(epochs [][]Grant, r *Report, bad func(string, ...any)) (map[string]Grant, map[int64]Grant) {
+func checkGrants(epochs [][]Grant, regrants bool, r *Report, bad func(string, ...any)) (map[string]Grant, map[int64]Grant) {
 	byToken := map[string]Grant{}
 	byFence := map[int64]Grant{}
 	var highest int64
@@ -139,11 +149,18 @@ func checkGrants(epochs [][]Grant, r *Report, bad func(string, ...any)) (map[str
 				tokenless++
 				continue
 			}
+			regrant := false
 			if prev, ok := byToken[g.Token]; ok {
-				if prev.Fence != g.Fence {
+				if prev.Fence != g.Fence && regrants && !slices.Contains(prev.Earlier, g.Fence) {
+					g.Earlier = append(slices.Clone(prev.Earlier), prev.Fence)
+					r.Regrants++
+					regrant = true
+				} else if prev.Fence != g.Fence && !slices.Contains(prev.Earlier, g.Fence) {
 					bad("lease %s was granted fence %d (epoch %d) and fence %d (epoch %d)", g.Token, prev.Fence, prev.Epoch, g.Fence, g.Epoch)
 				}
-				continue // a replica's copy of a grant seen before
+				if !regrant {
+					continue // a replica's copy of a grant seen before
+				}
 			}
 			if prev, ok := byFence[g.Fence]; ok {
 				bad("fence %d granted to two leases: %s (epoch %d, command %d) and %s (epoch %d, command %d)",
@@ -191,7 +208,7 @@ func checkResource(res string, writes []Write, byToken map[string]Grant, byFence
 			}
 		case !ok:
 			bad("%s: accepted write %d (%q) is from lease %s, which the lock server never granted", res, i, w.Value, tok)
-		case g.Fence != w.Fence:
+		case g.Fence != w.Fence && !slices.Contains(g.Earlier, w.Fence):
 			bad("%s: accepted write %d (%q) carries fence %d; its lease was granted fence %d", res, i, w.Value, w.Fence, g.Fence)
 		}
 		if o, ok := fenceOwner[w.Fence]; ok && o != tok {
@@ -231,6 +248,7 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 			applied[res][w.Value]++
 		}
 	}
+	doneOut := doneOutcomes(in.Histories)
 	seen := map[string]bool{}
 	claimed := map[int64]string{} // tokenless: fence -> the token that claimed it
 	for _, h := range in.Histories {
@@ -241,6 +259,9 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 				r.GrantsSeen++
 				seen[e.Tok] = true
 				if in.Tokenless {
+					if in.TxGrants && doneOut[e.Tok] != "ok" {
+						break // rolled back: its fence left the record, and may come again
+					}
 					if !fenceGranted(in.Grants, e.Fence) {
 						bad("worker %d.%d: granted lease %s with fence %d, which the lock server's record does not hold", e.W, e.Inc, e.Tok, e.Fence)
 					}
@@ -250,7 +271,7 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 					claimed[e.Fence] = e.Tok
 				} else if g, ok := byToken[e.Tok]; !ok {
 					bad("worker %d.%d: granted lease %s (fence %d), which the lock server's record does not hold", e.W, e.Inc, e.Tok, e.Fence)
-				} else if g.Fence != e.Fence {
+				} else if g.Fence != e.Fence && !slices.Contains(g.Earlier, e.Fence) {
 					bad("worker %d.%d: lease %s has fence %d; the lock server granted it %d", e.W, e.Inc, e.Tok, e.Fence, g.Fence)
 				}
 			case "acqfail":
@@ -293,6 +314,19 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 	r.GrantsUnclaimed = r.Grants - len(seen)
 }
 
+// doneOutcomes is how each lease's Do (DoTx, DoAll) ended, by token.
+func doneOutcomes(hists [][]Event) map[string]string {
+	out := map[string]string{}
+	for _, h := range hists {
+		for _, e := range h {
+			if e.Ev == "done" || e.Ev == "setdone" {
+				out[e.Tok] = e.Out
+			}
+		}
+	}
+	return out
+}
+
 func fenceGranted(epochs [][]Grant, f int64) bool {
 	for _, gs := range epochs {
 		for _, g := range gs {
@@ -316,14 +350,7 @@ func checkFaults(in Input, r *Report, bad func(string, ...any)) {
 			applied[res+"\x00"+w.Value] = true
 		}
 	}
-	doneOut := map[string]string{} // token -> how its Do (DoAll) ended
-	for _, h := range in.Histories {
-		for _, e := range h {
-			if e.Ev == "done" || e.Ev == "setdone" {
-				doneOut[e.Tok] = e.Out
-			}
-		}
-	}
+	doneOut := doneOutcomes(in.Histories)
 	lateOK := in.LateOutcomes
 	if lateOK == nil {
 		lateOK = []string{"fenced"}

@@ -59,7 +59,7 @@ func TestFaultHarnessKinds(t *testing.T) {
 		if soak {
 			continue
 		}
-		t.Run(k.name+"/mutation-"+k.mutation, func(t *testing.T) {
+		t.Run(k.name+"-mutation-"+k.mutation, func(t *testing.T) {
 			t.Parallel()
 			if k.needs != nil {
 				k.needs(t)
@@ -372,6 +372,7 @@ func collectPG(r *krun, in *Input) {
 	}
 	in.Grants = [][]Grant{gs}
 	in.Tokenless = true
+	in.TxGrants = r.k.mode == "pgtx"
 }
 
 // startFIFO: a single redis-server with its AOF as the record of grants and
@@ -383,6 +384,7 @@ func startFIFO(r *krun) {
 }
 
 func collectFIFO(r *krun, in *Input) {
+	in.Regrants = true
 	dirs := append(slices.Clone(r.epochs[0]), filepath.Join(r.lock.Dir(), "appendonlydir"))
 	for i, d := range dirs {
 		cmds, err := ReadAOF(d)
@@ -808,6 +810,9 @@ func (r *krun) report(t *testing.T) {
 		res := r.res(i)
 		t.Logf("%s: accepted %d (its record), rejected %d (ErrFenced), rolled back %d, errors %d; linearizable: %s",
 			res, rp.Accepted[res], rp.Rejected[res], rp.Aborted[res], rp.WriteErrors[res], r.lin[res])
+	}
+	if rp.Regrants > 0 {
+		t.Logf("tokens granted again with a new fence (a handover that ran out unused): %d", rp.Regrants)
 	}
 	t.Logf("paused holders' late writes turned away: %d; writes skipped (lease found lost): %d", rp.LateRejected, rp.Skipped)
 	for _, f := range rp.Faults {
