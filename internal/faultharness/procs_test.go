@@ -16,15 +16,34 @@ import (
 	"time"
 )
 
-// buildWorker builds ./worker into a temp dir, with the race detector when
-// this test binary has it.
+// buildWorker builds ./worker, with the race detector when this test binary
+// has it, once per test binary: every test of the package shares it
+// (TestMain removes it).
 func buildWorker(t *testing.T) string {
 	t.Helper()
+	workerBuild.once.Do(func() { workerBuild.path, workerBuild.err = build() })
+	if workerBuild.err != nil {
+		t.Fatal(workerBuild.err)
+	}
+	return workerBuild.path
+}
+
+var workerBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func build() (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("the go command is needed to build the worker: %v", err)
+		return "", fmt.Errorf("the go command is needed to build the worker: %w", err)
 	}
-	out := filepath.Join(t.TempDir(), "worker")
+	if workerBuild.dir, err = os.MkdirTemp("", "lockkit-harness-worker-"); err != nil {
+		return "", err
+	}
+	out := filepath.Join(workerBuild.dir, "worker")
 	args := []string{"build", "-o", out}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -33,9 +52,17 @@ func buildWorker(t *testing.T) string {
 	cmd := exec.Command(goBin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	return out
+	return out, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if workerBuild.dir != "" {
+		os.RemoveAll(workerBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // workerProc is one incarnation of a worker process.
@@ -48,6 +75,7 @@ type workerProc struct {
 	done     chan struct{}
 	err      error // cmd.Wait's; read after done
 	killed   bool  // by the test, on purpose
+	asked    int64 // when the test last asked it to stop itself (Unix ns)
 	exitedBy string
 }
 
@@ -238,4 +266,11 @@ func (tl *tailer) inFn(w *workerProc) (Event, bool) {
 	defer tl.mu.Unlock()
 	e, ok := tl.open[w]
 	return e, ok
+}
+
+// last is the time of w's last recorded event.
+func (tl *tailer) last(w *workerProc) int64 {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.lastEv[w]
 }

@@ -12,7 +12,8 @@ package main
 //	doall  lockkit.DoAll over several keys of a Redis Cluster, one row each
 //
 // SIGUSR2 makes the worker stop itself (SIGSTOP) right after the validity
-// check of its next write, whichever row it is for.
+// check of its next write, whichever row it is for; SIGUSR1 withdraws that
+// request if it is still pending.
 
 import (
 	"context"

@@ -5,7 +5,7 @@
 // lines in its history file (one unbuffered write per event, so a SIGKILL
 // loses at most the line being written) and exits 0 after SIGTERM.
 //
-// SIGUSR1 (SIGUSR2) makes it stop itself with SIGSTOP right after the
+// In mode redis, SIGUSR1 (SIGUSR2) makes it stop itself with SIGSTOP right after the
 // validity check of its next write to the Redis (PostgreSQL) resource, before
 // sending it: the pause between check and write that only the fence can
 // stop. The test resumes it with SIGCONT.
@@ -221,13 +221,16 @@ func runOther(h *history, log *slog.Logger) error {
 	w.cont = make(chan os.Signal, 1)
 	signal.Notify(w.cont, syscall.SIGCONT)
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
 	var stopping atomic.Bool
 	go func() {
 		for s := range sigs {
-			if s == syscall.SIGUSR2 {
+			switch s {
+			case syscall.SIGUSR2:
 				w.stopAt.Store(stopNext)
-			} else {
+			case syscall.SIGUSR1:
+				w.stopAt.CompareAndSwap(stopNext, "") // the request is withdrawn
+			default:
 				stopping.Store(true)
 			}
 		}
