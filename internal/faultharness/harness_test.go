@@ -106,6 +106,7 @@ func TestFaultHarness(t *testing.T) {
 	testserver.RequireRedis(t)
 	testserver.RequireSentinel(t)
 	testserver.RequirePostgres(t)
+	t.Parallel() // alongside TestFaultHarnessKinds
 	soak := os.Getenv("LOCKKIT_SOAK") == "1"
 	duration := time.Duration(0)
 	if soak {

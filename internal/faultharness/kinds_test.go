@@ -35,15 +35,36 @@ import (
 func TestFaultHarnessKinds(t *testing.T) {
 	testserver.RequireRedis(t)
 	testserver.RequirePostgres(t)
+	t.Parallel() // alongside TestFaultHarness: go test's -parallel bounds them all
 	soak, duration := soakDuration(t)
 	bin := buildWorker(t)
+	// One PostgreSQL server for the runs that do not fault it, a database
+	// each; the pg and pgtx runs, which kill and pause it, start their own.
+	shared := testserver.StartPostgres(t)
+	var runs sync.Mutex
+	n := 0
+	newDB := func(t *testing.T) string {
+		runs.Lock()
+		n++
+		name := fmt.Sprintf("run%d", n)
+		runs.Unlock()
+		db, err := sql.Open("pgx", shared.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if _, err := db.ExecContext(t.Context(), "CREATE DATABASE "+name); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Replace(shared.DSN(), "/postgres?", "/"+name+"?", 1)
+	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
 			if k.needs != nil {
 				k.needs(t)
 			}
-			r := runKind(t, k, bin, "", soak, duration)
+			r := runKind(t, k, bin, "", soak, duration, newDB)
 			r.report(t)
 			for class, n := range violationClasses(r.violations) {
 				t.Logf("violations: %d× %s", n, class)
@@ -64,7 +85,7 @@ func TestFaultHarnessKinds(t *testing.T) {
 			if k.needs != nil {
 				k.needs(t)
 			}
-			r := runKind(t, k, bin, k.mutation, false, 0)
+			r := runKind(t, k, bin, k.mutation, false, 0, newDB)
 			r.report(t)
 			found := 0
 			for _, v := range r.violations {
@@ -107,6 +128,7 @@ type kind struct {
 	name, mode string
 	nkeys      int // locks (and rows: one per lock) a section holds
 	needs      func(t testing.TB)
+	faultsPG   bool                     // its faults kill and pause PostgreSQL: its run has a server of its own
 	start      func(r *krun)            // its servers; sets r.flags
 	faults     []string                 // one cycle, in order (faultFns)
 	collect    func(r *krun, in *Input) // the lock server's records into in
@@ -120,14 +142,14 @@ type kind struct {
 
 var kinds = []kind{
 	{
-		name: "pg", mode: "pg", nkeys: 1, start: startPG, collect: collectPG,
+		name: "pg", mode: "pg", nkeys: 1, start: startPG, collect: collectPG, faultsPG: true,
 		faults: []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter",
 			"pg-terminate", "pg-kill-restart", "pg-pause"},
 		mutation: "nofence", mutFaults: []string{"pause-holder"},
 		mutSays: "late write",
 	},
 	{
-		name: "pgtx", mode: "pgtx", nkeys: 1, start: startPG, collect: collectPG,
+		name: "pgtx", mode: "pgtx", nkeys: 1, start: startPG, collect: collectPG, faultsPG: true,
 		faults: []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter",
 			"pg-terminate", "pg-kill-restart", "pg-pause"},
 		late:     []string{"fenced", "aborted"},
@@ -167,7 +189,8 @@ type krun struct {
 	next     int
 	mu       sync.Mutex
 
-	pg   *testserver.Postgres // the resource's server (and pg's lock server)
+	pg   *testserver.Postgres // the resource's server when the run faults it (pg, pgtx), else nil
+	dsn  string               // the resource's database
 	db   *sql.DB
 	rows []string // resource rows; res(i) names row i
 
@@ -178,7 +201,7 @@ type krun struct {
 	epochs  map[int][]string // AOF directories moved aside, by node (0: fifo's server)
 
 	cycles                  int
-	built, faultTime, total time.Duration
+	setup, faultTime, total time.Duration
 	rep                     *Report
 	fifo                    FIFOReport
 	lin                     map[string]string
@@ -192,7 +215,9 @@ func (r *krun) res(i int) string {
 	return r.rows[i]
 }
 
-func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration) *krun {
+// runKind runs kind k once; newDB makes a database on the shared
+// PostgreSQL server, for a run whose faults leave PostgreSQL alone.
+func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration, newDB func(*testing.T) string) *krun {
 	began := time.Now()
 	r := &krun{t: t, k: k, bin: bin, dir: t.TempDir(), tail: newTailer(), stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
 	if d := os.Getenv("LOCKKIT_HARNESS_DIR"); d != "" {
@@ -208,9 +233,16 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 	for i := range k.nkeys {
 		r.rows = append(r.rows, fmt.Sprintf("r%d", i))
 	}
+	if mutation == "" && k.faultsPG {
+		r.pg = testserver.StartPostgres(t)
+		r.dsn = r.pg.DSN()
+	} else {
+		r.dsn = newDB(t)
+	}
 	r.startResource()
 	k.start(r)
-	r.flags = append(r.flags, "-mode", k.mode, "-pg", r.pg.DSN(), "-table", "bookings", "-rows", strings.Join(r.rows, ","), "-ttl", kindTTL.String())
+	r.setup = time.Since(began)
+	r.flags = append(r.flags, "-mode", k.mode, "-pg", r.dsn, "-table", "bookings", "-rows", strings.Join(r.rows, ","), "-ttl", kindTTL.String())
 	if mutation != "" {
 		r.flags = append(r.flags, "-mutate", mutation)
 		t.Logf("MUTATION %q: the workers are broken on purpose; the checker must fail", mutation)
@@ -299,8 +331,7 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 // record, a log table appended by a trigger in each update's transaction.
 func (r *krun) startResource() {
 	t := r.t
-	r.pg = testserver.StartPostgres(t)
-	db, err := sql.Open("pgx", r.pg.DSN())
+	db, err := sql.Open("pgx", r.dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +363,7 @@ func (r *krun) startResource() {
 // be issued again).
 func startPG(r *krun) {
 	t := r.t
-	if err := postgres.Migrate(t.Context(), testserver.PgxPool(t, r.pg.DSN(), 1)); err != nil {
+	if err := postgres.Migrate(t.Context(), testserver.PgxPool(t, r.dsn, 1)); err != nil {
 		t.Fatal(err)
 	}
 	for _, stmt := range []string{
@@ -829,8 +860,8 @@ func (r *krun) archive(node int, s *testserver.Redis) {
 
 func (r *krun) report(t *testing.T) {
 	rp := r.rep
-	t.Logf("%s: workers %d (%d processes incl. restarts), cycles %d, faults %d, fault phase %v, total %v",
-		r.k.name, kindWorkers, len(r.procs), r.cycles, len(rp.Faults), r.faultTime.Round(time.Second), r.total.Round(time.Second))
+	t.Logf("%s: workers %d (%d processes incl. restarts), cycles %d, faults %d, servers %v, fault phase %v, total %v",
+		r.k.name, len(r.live), len(r.procs), r.cycles, len(rp.Faults), r.setup.Round(time.Second), r.faultTime.Round(time.Second), r.total.Round(time.Second))
 	t.Logf("grants: %d in the lock server's records, %d seen by workers; acquisitions failed: %v; leases lost: %d; lost in fn and Do said so: %d",
 		rp.Grants, rp.GrantsSeen, rp.AcqFailures, rp.LeasesLost, rp.LostChecked)
 	if r.fifo.Grants > 0 {
