@@ -219,7 +219,21 @@ func (r *krun) res(i int) string {
 // PostgreSQL server, for a run whose faults leave PostgreSQL alone.
 func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration, newDB func(*testing.T) string) *krun {
 	began := time.Now()
-	r := &krun{t: t, k: k, bin: bin, dir: t.TempDir(), tail: newTailer(), stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
+	r := &krun{t: t, k: k, bin: bin, tail: newTailer(), stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
+	// The histories and stderr stay when the run fails (their directory is
+	// logged), or in LOCKKIT_HARNESS_DIR when set.
+	dir, err := os.MkdirTemp("", "lockkit-harness-"+k.name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.dir = dir
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("histories and stderr kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	if d := os.Getenv("LOCKKIT_HARNESS_DIR"); d != "" {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
