@@ -47,12 +47,6 @@ type kindWorker struct {
 	rows   []string // the rows written; rows[i] is guarded by locks[i] (doall), or rows[0] by locks[0]
 }
 
-// newRedisLockClient builds a lockkit client on a Redis deployment: the one
-// place (with newLockClient) that knows the Redis backend's constructor.
-func newRedisLockClient(rdb redis.UniversalClient, log *slog.Logger) (*lockkit.Client, error) {
-	return newLockClient(rdb, log)
-}
-
 // setupKind connects a mode's lock client and its locks.
 func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 	kw := &kindWorker{worker: w, rows: strings.Split(*rows, ",")}
@@ -94,7 +88,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 			PoolTimeout: 2 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
 		})
 		closers = append(closers, func() { rdb.Close() })
-		kw.client, err = newRedisLockClient(rdb, log)
+		kw.client, err = newLockClient(rdb, log)
 		if *id%2 == 1 && *mutate == "nofifo" {
 			// Broken on purpose: odd workers poll instead of queueing.
 		} else {
@@ -107,7 +101,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 			PoolTimeout: 2 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
 		})
 		closers = append(closers, func() { rdb.Close() })
-		kw.client, err = newRedisLockClient(rdb, log)
+		kw.client, err = newLockClient(rdb, log)
 	default:
 		return nil, nil, fmt.Errorf("-mode %q: want redis, pg, pgtx, fifo or doall", *mode)
 	}
