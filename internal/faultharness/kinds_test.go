@@ -177,17 +177,14 @@ const (
 
 // krun is one run of one kind.
 type krun struct {
-	t        *testing.T
+	fleet
 	k        kind
 	bin, dir string
 	flags    []string
-	procs    []*workerProc
 	live     []*workerProc
-	tail     *tailer
 	faults   []Fault
 	stops    map[*workerProc][][2]int64
 	next     int
-	mu       sync.Mutex
 
 	pg   *testserver.Postgres // the resource's server when the run faults it (pg, pgtx), else nil
 	dsn  string               // the resource's database
@@ -219,7 +216,7 @@ func (r *krun) res(i int) string {
 // PostgreSQL server, for a run whose faults leave PostgreSQL alone.
 func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration, newDB func(*testing.T) string) *krun {
 	began := time.Now()
-	r := &krun{t: t, k: k, bin: bin, tail: newTailer(), stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
+	r := &krun{fleet: fleet{t: t, name: k.name + ": ", tail: newTailer()}, k: k, bin: bin, stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
 	// The histories and stderr stay when the run fails (their directory is
 	// logged), or in LOCKKIT_HARNESS_DIR when set.
 	dir, err := os.MkdirTemp("", "lockkit-harness-"+k.name+"-")
@@ -533,42 +530,6 @@ func (r *krun) collect() Input {
 	return in
 }
 
-func (r *krun) startTailing() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			r.tail.poll(r.procsSnapshot())
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done; r.tail.poll(r.procsSnapshot()) }) }
-	r.t.Cleanup(stop)
-	return stop
-}
-
-func (r *krun) procsSnapshot() []*workerProc {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.procs)
-}
-
-func (r *krun) waitGrants(n int, what string) {
-	r.t.Helper()
-	since := time.Now().UnixNano()
-	waitUntil(r.t, resumeBound+10*time.Second, fmt.Sprintf("%s: %d grants (%s)", r.k.name, n, what), func() error {
-		if got := r.tail.grantsAfter(since); got < n {
-			return fmt.Errorf("%d grants so far", got)
-		}
-		return nil
-	})
-}
-
 func (r *krun) settle(what string) {
 	r.t.Helper()
 	time.Sleep(time.Second)
@@ -711,9 +672,7 @@ func (r *krun) restart(w *workerProc) {
 		r.t.Fatalf("worker %d (pid %d) survived SIGKILL", w.id, w.pid)
 	}
 	nw := startWorker(r.t, r.bin, r.dir, w.id, w.inc+1, r.flags)
-	r.mu.Lock()
-	r.procs = append(r.procs, nw)
-	r.mu.Unlock()
+	r.addProc(nw)
 	r.live[slices.Index(r.live, w)] = nw
 }
 

@@ -2,6 +2,7 @@ package faultharness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -273,4 +275,58 @@ func (tl *tailer) last(w *workerProc) int64 {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	return tl.lastEv[w]
+}
+
+// fleet is a run's worker processes, and the tailer that follows their
+// histories: shared by TestFaultHarness and TestFaultHarnessKinds.
+type fleet struct {
+	t     *testing.T
+	name  string        // prefixes what the run waits for
+	procs []*workerProc // every incarnation, in start order
+	mu    sync.Mutex    // guards procs against the tailer
+	tail  *tailer
+}
+
+func (f *fleet) startTailing() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			f.tail.poll(f.procsSnapshot())
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; f.tail.poll(f.procsSnapshot()) }) }
+	f.t.Cleanup(stop) // also when a fault's wait fails the test
+	return stop
+}
+
+func (f *fleet) procsSnapshot() []*workerProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.procs)
+}
+
+func (f *fleet) addProc(w *workerProc) {
+	f.mu.Lock()
+	f.procs = append(f.procs, w)
+	f.mu.Unlock()
+}
+
+// waitGrants waits until n more leases were granted, failing after the
+// resume bound.
+func (f *fleet) waitGrants(n int, what string) {
+	f.t.Helper()
+	since := time.Now().UnixNano()
+	waitUntil(f.t, resumeBound+10*time.Second, fmt.Sprintf("%s%d grants (%s)", f.name, n, what), func() error {
+		if got := f.tail.grantsAfter(since); got < n {
+			return fmt.Errorf("%d grants so far", got)
+		}
+		return nil
+	})
 }

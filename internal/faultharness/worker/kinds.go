@@ -123,34 +123,6 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 	return kw, closeAll, nil
 }
 
-// doneEvent records how Do (DoTx, DoAll) ended, and returns the outcome.
-func (kw *kindWorker) doneEvent(tok string, err error) string {
-	switch {
-	case tok == "" && err != nil:
-		out := "other"
-		switch {
-		case errors.Is(err, lockkit.ErrNotAcquired):
-			out = "notacquired"
-		case errors.Is(err, lockkit.ErrUnavailable):
-			out = "unavailable"
-		}
-		kw.h.add(faultharness.Event{Ev: "acqfail", Out: out, Err: short(err)})
-		if out != "notacquired" {
-			time.Sleep(20 * time.Millisecond)
-		}
-		return ""
-	case err == nil:
-		kw.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "ok"})
-		return "ok"
-	case errors.Is(err, lockkit.ErrLockLost):
-		kw.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "lost", Err: short(err)})
-		return "lost"
-	default:
-		kw.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "error", Err: short(err)})
-		return "error"
-	}
-}
-
 // res is the resource name of row i: "pg" for a kind with one row, the row's
 // name for doall.
 func (kw *kindWorker) res(i int) string {

@@ -171,27 +171,11 @@ func run() error {
 		tbl: fence.Table{Table: *table, KeyColumn: "id"},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
 	}
-	w.stopAt.Store("")
-	w.cont = make(chan os.Signal, 1)
-	signal.Notify(w.cont, syscall.SIGCONT)
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
-	var stopping atomic.Bool
-	go func() {
-		for s := range sigs {
-			switch s {
-			case syscall.SIGUSR1:
-				w.stopAt.Store(faultharness.ResRedis)
-			case syscall.SIGUSR2:
-				w.stopAt.Store(faultharness.ResPG)
-			default:
-				stopping.Store(true)
-			}
-		}
-	}()
-
-	for !stopping.Load() {
+	stopping := w.signals(
+		func() { w.stopAt.Store(faultharness.ResRedis) },
+		func() { w.stopAt.Store(faultharness.ResPG) },
+	)
+	for !stopping() {
 		w.section()
 		time.Sleep(time.Duration(w.rng.Int64N(int64(3 * time.Millisecond))))
 	}
@@ -218,6 +202,21 @@ func runOther(h *history, log *slog.Logger) error {
 		tbl: fence.Table{Table: *table, KeyColumn: "id"},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
 	}
+	stopping := w.signals(
+		func() { w.stopAt.CompareAndSwap(stopNext, "") }, // the request is withdrawn
+		func() { w.stopAt.Store(stopNext) },
+	)
+	if err := runKind(w, log, stopping); err != nil {
+		return err
+	}
+	h.add(faultharness.Event{Ev: "exit"})
+	return nil
+}
+
+// signals sets up the worker's signals: SIGCONT for stopSelf, usr1 and usr2
+// on SIGUSR1 and SIGUSR2; the func returned reports whether SIGTERM or
+// SIGINT came.
+func (w *worker) signals(usr1, usr2 func()) func() bool {
 	w.stopAt.Store("")
 	w.cont = make(chan os.Signal, 1)
 	signal.Notify(w.cont, syscall.SIGCONT)
@@ -227,20 +226,16 @@ func runOther(h *history, log *slog.Logger) error {
 	go func() {
 		for s := range sigs {
 			switch s {
-			case syscall.SIGUSR2:
-				w.stopAt.Store(stopNext)
 			case syscall.SIGUSR1:
-				w.stopAt.CompareAndSwap(stopNext, "") // the request is withdrawn
+				usr1()
+			case syscall.SIGUSR2:
+				usr2()
 			default:
 				stopping.Store(true)
 			}
 		}
 	}()
-	if err := runKind(w, log, stopping.Load); err != nil {
-		return err
-	}
-	h.add(faultharness.Event{Ev: "exit"})
-	return nil
+	return stopping.Load
 }
 
 // stopSelf records e and stops the process with SIGSTOP. A signal to
@@ -282,6 +277,12 @@ func (w *worker) section() {
 		}
 		return nil
 	})
+	w.doneEvent(tok, err)
+}
+
+// doneEvent records how Do (DoTx, DoAll) ended, and returns the outcome
+// ("" when nothing was acquired).
+func (w *worker) doneEvent(tok string, err error) string {
 	switch {
 	case tok == "" && err != nil:
 		out := "other"
@@ -295,12 +296,16 @@ func (w *worker) section() {
 		if out != "notacquired" {
 			time.Sleep(20 * time.Millisecond) // do not spin on a sick lock server
 		}
+		return ""
 	case err == nil:
 		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "ok"})
+		return "ok"
 	case errors.Is(err, lockkit.ErrLockLost):
 		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "lost", Err: short(err)})
+		return "lost"
 	default:
 		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "error", Err: short(err)})
+		return "error"
 	}
 }
 
