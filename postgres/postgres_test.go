@@ -412,3 +412,25 @@ func TestFIFODomainRefused(t *testing.T) {
 		t.Fatalf("FIFO domain on PostgreSQL: %v", err)
 	}
 }
+
+// TestHealthFullyHeldPool: Client.Health stays true while every connection
+// of a dedicated pool (MaxHeld = MaxConns) holds a lock: the server is fine.
+// Before, the health check's ping waited behind the held connections until
+// its ctx ended, and Health read unhealthy exactly when the locks were busiest.
+func TestHealthFullyHeldPool(t *testing.T) {
+	pg := startPG(t)
+	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2), postgres.WithMaxHeld(2))
+	p := lockkit.Policy{TTL: 30 * time.Second}
+	for i := range 2 {
+		//lockkit-vet:ignore the point: these leases stay held until the client closes, to fill the pool
+		if _, err := lockOf(c, "health", p, strconv.Itoa(i)).Acquire(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	h := c.Health(ctxT(t, 5*time.Second))
+	if !h.Healthy {
+		t.Fatalf("Health with every pool connection holding a lock: %+v after %v", h, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("Health answered healthy in %v", time.Since(start).Round(time.Millisecond))
+}

@@ -132,6 +132,9 @@ type Grant struct {
 	Fence int64
 	Epoch int // index of the AOF directory it was read from
 	Pos   int // its command index there
+	// Earlier are the fences of the token's earlier grants when it was
+	// granted again (Input.Regrants), set by the checker.
+	Earlier []int64
 }
 
 // GrantsFromAOF replays the commands of one lock server's AOF and returns the

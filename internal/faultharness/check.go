@@ -2,8 +2,10 @@ package faultharness
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -25,6 +27,10 @@ type Fault struct {
 	// Note says anything else the test measured (e.g. the grants a lagging
 	// replica missed).
 	Note string
+	// Lost: the test made sure Token's lease was lost while its worker was
+	// inside fn (stopped there past its TTL, its session ended, its node
+	// restarted empty): Do must not have returned nil for it.
+	Lost bool
 }
 
 // Input is everything the checker reads.
@@ -32,6 +38,24 @@ type Input struct {
 	// Grants are the lock server's grants, one slice per AOF directory, in
 	// the order the directories served as primary.
 	Grants [][]Grant
+	// GrantSets are the grants of further locks (DoAll's keys), by lock
+	// key, each like Grants; fences are per lock.
+	GrantSets map[string][][]Grant
+	// Tokenless: the grant records name fences, not lease tokens
+	// (PostgreSQL's fence log): writes and claims join them by fence.
+	Tokenless bool
+	// LateOutcomes are the answers that turn a paused holder's late write
+	// away; nil means fenced only. (DoTx: its transaction also rolls back.)
+	LateOutcomes []string
+	// Regrants: a token may be granted again with a new fence (FIFO: a
+	// release hands the lock to a queued token, the handover runs out
+	// before the waiter learns of it, and the waiter's next attempt takes
+	// the lock anew with the same token). Its lease has one of those fences.
+	Regrants bool
+	// TxGrants: a grant rolls back with its transaction (DoTx), and its
+	// fence leaves the record: a lease whose DoTx did not commit may claim
+	// a fence the record does not hold, or one issued again later.
+	TxGrants bool
 	// Writes are each resource's applied writes, from its own record.
 	Writes map[string][]Write
 	// Histories are the workers' histories, one per worker incarnation.
@@ -52,9 +76,12 @@ type Report struct {
 	Accepted        map[string]int // per resource, from its record
 	Rejected        map[string]int // per resource, as the workers saw them (ErrFenced)
 	WriteErrors     map[string]int
-	LateRejected    int // writes sent after the lease's validity was checked and a pause: rejected
-	Skipped         int // writes not sent: the lease was found lost right before
-	LeasesLost      int // Do returned ErrLockLost
+	LateRejected    int            // writes sent after the lease's validity was checked and a pause: rejected
+	Skipped         int            // writes not sent: the lease was found lost right before
+	LeasesLost      int            // Do returned ErrLockLost
+	Aborted         map[string]int // per resource: writes whose transaction rolled back
+	LostChecked     int            // leases the test made sure were lost in fn: Do did not return nil
+	Regrants        int            // tokens granted again with a new fence (Input.Regrants)
 	Faults          []Fault
 	MaxResume       time.Duration
 }
@@ -67,15 +94,30 @@ func Check(in Input) *Report {
 		Accepted:    map[string]int{},
 		Rejected:    map[string]int{},
 		WriteErrors: map[string]int{},
+		Aborted:     map[string]int{},
 	}
 	bad := func(format string, args ...any) {
 		if len(r.Violations) < 100000 {
 			r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
 		}
 	}
-	byToken := checkGrants(in.Grants, r, bad)
-	for _, res := range []string{ResRedis, ResPG} {
-		checkResource(res, in.Writes[res], byToken, in.Faults, r, bad)
+	byToken, byFence := checkGrants(in.Grants, in.Regrants, r, bad)
+	for _, key := range slices.Sorted(maps.Keys(in.GrantSets)) {
+		n := r.Grants
+		bt, _ := checkGrants(in.GrantSets[key], in.Regrants, r, func(format string, args ...any) { bad(key+": "+format, args...) })
+		r.Grants += n
+		for tok, g := range bt {
+			if prev, ok := byToken[tok]; ok {
+				bad("lease %s was granted on two locks (fences %d and %d)", tok, prev.Fence, g.Fence)
+			}
+			byToken[tok] = g
+		}
+	}
+	if !in.Tokenless {
+		byFence = nil
+	}
+	for _, res := range slices.Sorted(maps.Keys(in.Writes)) {
+		checkResource(res, in.Writes[res], byToken, byFence, in.Faults, r, bad)
 	}
 	checkClaims(in, byToken, r, bad)
 	checkFaults(in, r, bad)
@@ -86,18 +128,39 @@ func Check(in Input) *Report {
 // and fences strictly increasing in the order the servers granted them,
 // across restarts and failovers. A grant already seen in an earlier
 // directory (a replica's copy) is the same grant, not a new one.
-func checkGrants(epochs [][]Grant, r *Report, bad func(string, ...any)) map[string]Grant {
+//
+// A tokenless record (Grant.Token "") is checked by fence alone.
+func checkGrants(epochs [][]Grant, regrants bool, r *Report, bad func(string, ...any)) (map[string]Grant, map[int64]Grant) {
 	byToken := map[string]Grant{}
 	byFence := map[int64]Grant{}
 	var highest int64
 	var highestAt Grant
+	tokenless := 0
 	for _, gs := range epochs {
 		for _, g := range gs {
+			if g.Token == "" {
+				if _, ok := byFence[g.Fence]; ok {
+					bad("fence %d granted twice (epoch %d, record %d)", g.Fence, g.Epoch, g.Pos)
+				} else if g.Fence <= highest {
+					bad("fence %d (epoch %d, record %d) granted after fence %d: fences must increase", g.Fence, g.Epoch, g.Pos, highest)
+				}
+				highest = max(highest, g.Fence)
+				byFence[g.Fence] = g
+				tokenless++
+				continue
+			}
+			regrant := false
 			if prev, ok := byToken[g.Token]; ok {
-				if prev.Fence != g.Fence {
+				if prev.Fence != g.Fence && regrants && !slices.Contains(prev.Earlier, g.Fence) {
+					g.Earlier = append(slices.Clone(prev.Earlier), prev.Fence)
+					r.Regrants++
+					regrant = true
+				} else if prev.Fence != g.Fence && !slices.Contains(prev.Earlier, g.Fence) {
 					bad("lease %s was granted fence %d (epoch %d) and fence %d (epoch %d)", g.Token, prev.Fence, prev.Epoch, g.Fence, g.Epoch)
 				}
-				continue // a replica's copy of a grant seen before
+				if !regrant {
+					continue // a replica's copy of a grant seen before
+				}
 			}
 			if prev, ok := byFence[g.Fence]; ok {
 				bad("fence %d granted to two leases: %s (epoch %d, command %d) and %s (epoch %d, command %d)",
@@ -113,15 +176,18 @@ func checkGrants(epochs [][]Grant, r *Report, bad func(string, ...any)) map[stri
 			byFence[g.Fence] = g
 		}
 	}
-	r.Grants = len(byToken)
-	return byToken
+	r.Grants = len(byToken) + tokenless
+	return byToken, byFence
 }
 
 // checkResource reads one resource's record: accepted writes have
 // non-decreasing fences in the resource's order; every accepted write
 // carries the fence its lease was granted; no two leases wrote with one
 // fence; a paused holder's late write is not there.
-func checkResource(res string, writes []Write, byToken map[string]Grant, faults []Fault, r *Report, bad func(string, ...any)) {
+//
+// With byFence (a tokenless grant record), a write's fence must be one the
+// record holds; which lease it went to, the record cannot say.
+func checkResource(res string, writes []Write, byToken map[string]Grant, byFence map[int64]Grant, faults []Fault, r *Report, bad func(string, ...any)) {
 	r.Accepted[res] = len(writes)
 	var highest int64
 	fenceOwner := map[int64]string{}
@@ -132,12 +198,17 @@ func checkResource(res string, writes []Write, byToken map[string]Grant, faults 
 		}
 		highest = max(highest, w.Fence)
 		g, ok := byToken[tok]
+		_, granted := byFence[w.Fence]
 		switch {
 		case tok == "":
 			bad("%s: accepted write %d (%q) is not a worker's", res, i, w.Value)
+		case byFence != nil:
+			if !granted {
+				bad("%s: accepted write %d (%q) carries fence %d, which the lock server never granted", res, i, w.Value, w.Fence)
+			}
 		case !ok:
 			bad("%s: accepted write %d (%q) is from lease %s, which the lock server never granted", res, i, w.Value, tok)
-		case g.Fence != w.Fence:
+		case g.Fence != w.Fence && !slices.Contains(g.Earlier, w.Fence):
 			bad("%s: accepted write %d (%q) carries fence %d; its lease was granted fence %d", res, i, w.Value, w.Fence, g.Fence)
 		}
 		if o, ok := fenceOwner[w.Fence]; ok && o != tok {
@@ -177,7 +248,9 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 			applied[res][w.Value]++
 		}
 	}
+	doneOut := doneOutcomes(in.Histories)
 	seen := map[string]bool{}
+	claimed := map[int64]string{} // tokenless: fence -> the token that claimed it
 	for _, h := range in.Histories {
 		calls := map[int64]Event{}
 		for _, e := range h {
@@ -185,9 +258,20 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 			case "grant":
 				r.GrantsSeen++
 				seen[e.Tok] = true
-				if g, ok := byToken[e.Tok]; !ok {
+				if in.Tokenless {
+					if in.TxGrants && doneOut[e.Tok] != "ok" {
+						break // rolled back: its fence left the record, and may come again
+					}
+					if !fenceGranted(in.Grants, e.Fence) {
+						bad("worker %d.%d: granted lease %s with fence %d, which the lock server's record does not hold", e.W, e.Inc, e.Tok, e.Fence)
+					}
+					if o, ok := claimed[e.Fence]; ok && o != e.Tok {
+						bad("worker %d.%d: lease %s has fence %d, which lease %s was granted too", e.W, e.Inc, e.Tok, e.Fence, o)
+					}
+					claimed[e.Fence] = e.Tok
+				} else if g, ok := byToken[e.Tok]; !ok {
 					bad("worker %d.%d: granted lease %s (fence %d), which the lock server's record does not hold", e.W, e.Inc, e.Tok, e.Fence)
-				} else if g.Fence != e.Fence {
+				} else if g.Fence != e.Fence && !slices.Contains(g.Earlier, e.Fence) {
 					bad("worker %d.%d: lease %s has fence %d; the lock server granted it %d", e.W, e.Inc, e.Tok, e.Fence, g.Fence)
 				}
 			case "acqfail":
@@ -216,6 +300,11 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 					if n != 0 {
 						bad("worker %d.%d: write %q to %s was reported fenced off, yet the resource applied it", e.W, e.Inc, c.Value, c.Res)
 					}
+				case "aborted":
+					r.Aborted[c.Res]++
+					if n != 0 {
+						bad("worker %d.%d: write %q to %s was rolled back, yet the resource applied it", e.W, e.Inc, c.Value, c.Res)
+					}
 				default:
 					r.WriteErrors[c.Res]++
 				}
@@ -223,6 +312,30 @@ func checkClaims(in Input, byToken map[string]Grant, r *Report, bad func(string,
 		}
 	}
 	r.GrantsUnclaimed = r.Grants - len(seen)
+}
+
+// doneOutcomes is how each lease's Do (DoTx, DoAll) ended, by token.
+func doneOutcomes(hists [][]Event) map[string]string {
+	out := map[string]string{}
+	for _, h := range hists {
+		for _, e := range h {
+			if e.Ev == "done" || e.Ev == "setdone" {
+				out[e.Tok] = e.Out
+			}
+		}
+	}
+	return out
+}
+
+func fenceGranted(epochs [][]Grant, f int64) bool {
+	for _, gs := range epochs {
+		for _, g := range gs {
+			if g.Fence == f {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkFaults: each fault was followed by a grant within the bound, and each
@@ -236,6 +349,11 @@ func checkFaults(in Input, r *Report, bad func(string, ...any)) {
 		for _, w := range ws {
 			applied[res+"\x00"+w.Value] = true
 		}
+	}
+	doneOut := doneOutcomes(in.Histories)
+	lateOK := in.LateOutcomes
+	if lateOK == nil {
+		lateOK = []string{"fenced"}
 	}
 	for _, h := range in.Histories {
 		stopped := map[string]bool{}
@@ -268,15 +386,23 @@ func checkFaults(in Input, r *Report, bad func(string, ...any)) {
 		if in.ResumeBound > 0 && f.Resume > in.ResumeBound {
 			bad("%s: the next lease came %v after the fault ended; the bound is %v", f.Kind, f.Resume, in.ResumeBound)
 		}
+		if f.Lost && f.Token != "" {
+			switch out, ok := doneOut[f.Token]; {
+			case out == "ok":
+				bad("%s: Do returned nil for lease %s, which was lost while its worker was inside fn", f.Kind, f.Token)
+			case ok:
+				r.LostChecked++
+			}
+		}
 		if f.Kind == "pause-holder" && f.Token != "" {
 			lw := lateWrites[f.Token+"/"+f.Res]
-			switch lw.out {
-			case "fenced":
+			switch {
+			case slices.Contains(lateOK, lw.out):
 				r.LateRejected++
-			case "":
+			case lw.out == "":
 				bad("pause-holder: lease %s's late write to %s was never answered", f.Token, f.Res)
 			default:
-				bad("pause-holder: lease %s's late write to %s returned %q, want fenced", f.Token, f.Res, lw.out)
+				bad("pause-holder: lease %s's late write to %s returned %q, want %s", f.Token, f.Res, lw.out, strings.Join(lateOK, " or "))
 			}
 			if lw.value != "" && applied[f.Res+"\x00"+lw.value] {
 				bad("%s: the late write %q of lease %s, paused past its TTL between its validity check and the write, was accepted", f.Res, lw.value, f.Token)

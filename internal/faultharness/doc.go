@@ -19,6 +19,13 @@
 // The workers' histories (JSON lines) are checked against those records,
 // and with porcupine as a fenced register for linearizability.
 //
+// TestFaultHarness runs that Sentinel-backed Redis lock. TestFaultHarnessKinds
+// runs the other kinds from a table (kinds_test.go), each with its worker mode
+// (worker/kinds.go): PostgreSQL session locks (pg) and DoTx (pgtx), a FIFO
+// domain on Redis (fifo, checked against the queue replayed from the AOF by
+// CheckFIFO) and DoAll over keys on three Cluster masters (doall); each kind
+// also has a run with its workers broken on purpose that the checker must fail.
+//
 // The package's non-test code is the record formats and the checker, shared
 // by the worker and the test; docs/reliability.md has the figures and the
 // commands.

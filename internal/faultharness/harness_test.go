@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -84,28 +83,26 @@ func (ls *lockServer) cutReplication(t *testing.T, prim, repl *redis.Client) {
 
 // harness is one run: servers, workers, and what the test saw.
 type harness struct {
-	t        *testing.T
+	fleet
 	bin, dir string
 	flags    []string
 	ls       *lockServer
 	res      *testserver.Redis
 	resRDB   *redis.Client
 	db       *sql.DB
-	procs    []*workerProc // every incarnation, in start order
 	live     []*workerProc // current incarnation per worker id
-	tail     *tailer
 	faults   []Fault
 	stops    map[*workerProc][][2]int64 // when the test had a worker stopped
 	next     int                        // round robin over workers for holder faults
 	notes    []string
 	pgDSN    string
-	mu       sync.Mutex // guards procs against the tailer
 }
 
 func TestFaultHarness(t *testing.T) {
 	testserver.RequireRedis(t)
 	testserver.RequireSentinel(t)
 	testserver.RequirePostgres(t)
+	t.Parallel() // alongside TestFaultHarnessKinds
 	soak := os.Getenv("LOCKKIT_SOAK") == "1"
 	duration := time.Duration(0)
 	if soak {
@@ -123,7 +120,7 @@ func TestFaultHarness(t *testing.T) {
 		}
 	}
 	began := time.Now()
-	h := &harness{t: t, dir: t.TempDir(), tail: newTailer(), stops: map[*workerProc][][2]int64{}}
+	h := &harness{fleet: fleet{t: t, tail: newTailer()}, dir: t.TempDir(), stops: map[*workerProc][][2]int64{}}
 	if d := os.Getenv("LOCKKIT_HARNESS_DIR"); d != "" {
 		// Keep the workers' histories and stderr for a look afterwards, in
 		// a new directory for each run.
@@ -185,7 +182,7 @@ func TestFaultHarness(t *testing.T) {
 		}
 	}
 	in := h.collect()
-	liveness = append(liveness, h.silences(in.Histories)...)
+	liveness = append(liveness, silences(h.procs, h.stops, in.Histories)...)
 
 	rep := Check(in)
 	rep.Violations = append(rep.Violations, liveness...)
@@ -264,44 +261,6 @@ func (h *harness) startServers() {
 	}
 	h.db = db
 	h.pgDSN = pg.DSN()
-}
-
-func (h *harness) startTailing() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			h.tail.poll(h.procsSnapshot())
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); <-done; h.tail.poll(h.procsSnapshot()) }) }
-	h.t.Cleanup(stop) // also when a fault's wait fails the test
-	return stop
-}
-
-func (h *harness) procsSnapshot() []*workerProc {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.procs)
-}
-
-// waitGrants waits until n more leases were granted, failing after the
-// resume bound.
-func (h *harness) waitGrants(n int, what string) {
-	h.t.Helper()
-	since := time.Now().UnixNano()
-	waitUntil(h.t, resumeBound+10*time.Second, fmt.Sprintf("%d grants (%s)", n, what), func() error {
-		if got := h.tail.grantsAfter(since); got < n {
-			return fmt.Errorf("%d grants so far", got)
-		}
-		return nil
-	})
 }
 
 // settle lets the workers run on after a fault: at least a second and
@@ -461,9 +420,7 @@ func (h *harness) killHolder() {
 		h.t.Fatalf("worker %d (pid %d) survived SIGKILL", w.id, w.pid)
 	}
 	nw := startWorker(h.t, h.bin, h.dir, w.id, w.inc+1, h.flags)
-	h.mu.Lock()
-	h.procs = append(h.procs, nw)
-	h.mu.Unlock()
+	h.addProc(nw)
 	h.live[slices.Index(h.live, w)] = nw
 	f.End = time.Now().UnixNano()
 	h.faults = append(h.faults, f)
@@ -632,13 +589,13 @@ func (h *harness) collect() Input {
 
 // silences reports a running worker that recorded nothing for longer than
 // hangBound (time the test kept it stopped does not count).
-func (h *harness) silences(hists [][]Event) []string {
+func silences(procs []*workerProc, stops map[*workerProc][][2]int64, hists [][]Event) []string {
 	var out []string
-	for i, w := range h.procs {
+	for i, w := range procs {
 		evs := hists[i]
 		for j := 1; j < len(evs); j++ {
 			gap := evs[j].T - evs[j-1].T
-			for _, s := range h.stops[w] {
+			for _, s := range stops[w] {
 				if s[0] < evs[j].T && s[1] > evs[j-1].T {
 					gap -= min(s[1], evs[j].T) - max(s[0], evs[j-1].T)
 				}

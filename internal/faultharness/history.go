@@ -18,12 +18,16 @@ type Event struct {
 	//   grant     a lease was granted (Tok, Fence)
 	//   call      an operation on a resource was sent (Op, Kind, Res, Tok,
 	//             Fence, Value for a write)
-	//   ret       its result (Op, Out: ok, fenced, error for a write; ok,
+	//   ret       its result (Op, Out: ok, fenced, error, aborted (surely
+	//             not applied: its transaction rolled back) for a write; ok,
 	//             error for a read; Value, Fence for a read; Cur for fenced)
 	//   skip      the lease was found lost right before a write (Res, Tok)
 	//   selfstop  the worker stops itself (SIGSTOP) right after the validity
 	//             check of the write to Res, before the write (Tok, Fence)
 	//   done      Do returned (Tok, Err, Out: ok, lost, error)
+	//   fnret     fn is about to return nil (Tok): the section's work is done
+	//             and the lease still held as far as the worker knows
+	//   setdone   DoAll returned, for the set's other leases (Tok)
 	//   exit      clean exit after SIGTERM
 	Ev    string `json:"ev"`
 	W     int    `json:"w"`   // worker id
@@ -39,6 +43,7 @@ type Event struct {
 	Out   string `json:"out,omitempty"`
 	Cur   int64  `json:"cur,omitempty"`
 	Err   string `json:"err,omitempty"`
+	Key   string `json:"key,omitempty"` // grant: the lock's key (kinds with several)
 }
 
 // Resources.

@@ -53,6 +53,8 @@ var FencedRegister = porcupine.NondeterministicModel{
 			if !applies {
 				return []any{s}
 			}
+		case "aborted":
+			return []any{s} // its transaction rolled back
 		default:
 			if applies {
 				return []any{s, next}
@@ -105,7 +107,7 @@ func Operations(hists [][]Event, res string) []porcupine.Operation {
 				} else {
 					op.Input = regInput{write: true, fence: c.Fence, value: c.Value}
 					out := e.Out
-					if out != "ok" && out != "fenced" {
+					if out != "ok" && out != "fenced" && out != "aborted" {
 						out = "unknown"
 						op.Return = math.MaxInt64
 					}

@@ -2,6 +2,7 @@ package faultharness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,15 +18,34 @@ import (
 	"time"
 )
 
-// buildWorker builds ./worker into a temp dir, with the race detector when
-// this test binary has it.
+// buildWorker builds ./worker, with the race detector when this test binary
+// has it, once per test binary: every test of the package shares it
+// (TestMain removes it).
 func buildWorker(t *testing.T) string {
 	t.Helper()
+	workerBuild.once.Do(func() { workerBuild.path, workerBuild.err = build() })
+	if workerBuild.err != nil {
+		t.Fatal(workerBuild.err)
+	}
+	return workerBuild.path
+}
+
+var workerBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func build() (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("the go command is needed to build the worker: %v", err)
+		return "", fmt.Errorf("the go command is needed to build the worker: %w", err)
 	}
-	out := filepath.Join(t.TempDir(), "worker")
+	if workerBuild.dir, err = os.MkdirTemp("", "lockkit-harness-worker-"); err != nil {
+		return "", err
+	}
+	out := filepath.Join(workerBuild.dir, "worker")
 	args := []string{"build", "-o", out}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -33,9 +54,17 @@ func buildWorker(t *testing.T) string {
 	cmd := exec.Command(goBin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, b)
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, b)
 	}
-	return out
+	return out, nil
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if workerBuild.dir != "" {
+		os.RemoveAll(workerBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // workerProc is one incarnation of a worker process.
@@ -48,6 +77,7 @@ type workerProc struct {
 	done     chan struct{}
 	err      error // cmd.Wait's; read after done
 	killed   bool  // by the test, on purpose
+	asked    int64 // when the test last asked it to stop itself (Unix ns)
 	exitedBy string
 }
 
@@ -158,10 +188,11 @@ type tailer struct {
 	grantTs []int64
 	selfs   map[*workerProc]Event // last selfstop per worker
 	lastEv  map[*workerProc]int64
+	open    map[*workerProc]Event // a section's first grant, until its fnret or done
 }
 
 func newTailer() *tailer {
-	return &tailer{offs: map[string]int64{}, partial: map[string][]byte{}, holders: map[string]*workerProc{}, fences: map[string]int64{}, selfs: map[*workerProc]Event{}, lastEv: map[*workerProc]int64{}}
+	return &tailer{offs: map[string]int64{}, partial: map[string][]byte{}, holders: map[string]*workerProc{}, fences: map[string]int64{}, selfs: map[*workerProc]Event{}, lastEv: map[*workerProc]int64{}, open: map[*workerProc]Event{}}
 }
 
 // poll reads what the files gained since the last poll.
@@ -190,6 +221,11 @@ func (tl *tailer) poll(ws []*workerProc) {
 						tl.holders[e.Tok] = w
 						tl.fences[e.Tok] = e.Fence
 						tl.grantTs = append(tl.grantTs, e.T)
+						if _, ok := tl.open[w]; !ok {
+							tl.open[w] = e
+						}
+					case "fnret", "done", "acqfail", "exit":
+						delete(tl.open, w)
 					case "selfstop":
 						tl.selfs[w] = e
 					}
@@ -223,4 +259,74 @@ func (tl *tailer) selfstop(w *workerProc) (Event, bool) {
 	defer tl.mu.Unlock()
 	e, ok := tl.selfs[w]
 	return e, ok
+}
+
+// inFn is the first grant of w's section when w is inside fn: granted, and
+// neither fnret nor done recorded since.
+func (tl *tailer) inFn(w *workerProc) (Event, bool) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	e, ok := tl.open[w]
+	return e, ok
+}
+
+// last is the time of w's last recorded event.
+func (tl *tailer) last(w *workerProc) int64 {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.lastEv[w]
+}
+
+// fleet is a run's worker processes, and the tailer that follows their
+// histories: shared by TestFaultHarness and TestFaultHarnessKinds.
+type fleet struct {
+	t     *testing.T
+	name  string        // prefixes what the run waits for
+	procs []*workerProc // every incarnation, in start order
+	mu    sync.Mutex    // guards procs against the tailer
+	tail  *tailer
+}
+
+func (f *fleet) startTailing() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			f.tail.poll(f.procsSnapshot())
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done; f.tail.poll(f.procsSnapshot()) }) }
+	f.t.Cleanup(stop) // also when a fault's wait fails the test
+	return stop
+}
+
+func (f *fleet) procsSnapshot() []*workerProc {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.procs)
+}
+
+func (f *fleet) addProc(w *workerProc) {
+	f.mu.Lock()
+	f.procs = append(f.procs, w)
+	f.mu.Unlock()
+}
+
+// waitGrants waits until n more leases were granted, failing after the
+// resume bound.
+func (f *fleet) waitGrants(n int, what string) {
+	f.t.Helper()
+	since := time.Now().UnixNano()
+	waitUntil(f.t, resumeBound+10*time.Second, fmt.Sprintf("%s%d grants (%s)", f.name, n, what), func() error {
+		if got := f.tail.grantsAfter(since); got < n {
+			return fmt.Errorf("%d grants so far", got)
+		}
+		return nil
+	})
 }

@@ -5,7 +5,7 @@
 // lines in its history file (one unbuffered write per event, so a SIGKILL
 // loses at most the line being written) and exits 0 after SIGTERM.
 //
-// SIGUSR1 (SIGUSR2) makes it stop itself with SIGSTOP right after the
+// In mode redis, SIGUSR1 (SIGUSR2) makes it stop itself with SIGSTOP right after the
 // validity check of its next write to the Redis (PostgreSQL) resource, before
 // sending it: the pause between check and write that only the fence can
 // stop. The test resumes it with SIGCONT.
@@ -43,21 +43,26 @@ import (
 )
 
 var (
-	id       = flag.Int("id", 0, "worker id")
-	inc      = flag.Int("inc", 0, "incarnation (restarts of this worker id)")
-	sentinel = flag.String("sentinel", "", "Sentinel address of the lock server")
-	master   = flag.String("master", "locks", "Sentinel master name")
-	resRedis = flag.String("res-redis", "", "address of the Redis resource")
-	resKey   = flag.String("res-key", "res:booking", "Redis resource key")
-	pgDSN    = flag.String("pg", "", "PostgreSQL DSN of the table resource")
-	table    = flag.String("table", "bookings", "table of the PostgreSQL resource")
-	row      = flag.String("row", "harness", "row key of the PostgreSQL resource")
-	histPath = flag.String("history", "", "history file (JSON lines, appended)")
-	ttl      = flag.Duration("ttl", time.Second, "lock TTL")
-	cmdTO    = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
-	workMax  = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
-	mutate   = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck")
-	writeTO  = 2 * time.Second
+	id          = flag.Int("id", 0, "worker id")
+	inc         = flag.Int("inc", 0, "incarnation (restarts of this worker id)")
+	sentinel    = flag.String("sentinel", "", "Sentinel address of the lock server")
+	master      = flag.String("master", "locks", "Sentinel master name")
+	resRedis    = flag.String("res-redis", "", "address of the Redis resource")
+	resKey      = flag.String("res-key", "res:booking", "Redis resource key")
+	pgDSN       = flag.String("pg", "", "PostgreSQL DSN of the table resource")
+	table       = flag.String("table", "bookings", "table of the PostgreSQL resource")
+	row         = flag.String("row", "harness", "row key of the PostgreSQL resource")
+	histPath    = flag.String("history", "", "history file (JSON lines, appended)")
+	ttl         = flag.Duration("ttl", time.Second, "lock TTL")
+	cmdTO       = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
+	workMax     = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
+	mutate      = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck; nofifo (fifo), onefence (doall)")
+	mode        = flag.String("mode", "redis", "the kind: redis (Sentinel lock, Redis and PostgreSQL resources), pg, pgtx, fifo, doall (kinds.go)")
+	lockRedis   = flag.String("lock-redis", "", "mode fifo: address of the lock server")
+	lockCluster = flag.String("lock-cluster", "", "mode doall: the lock Cluster's node addresses, comma-separated")
+	keys        = flag.String("keys", "booking", "lock keys (domain prefix lock:), comma-separated; doall takes them all")
+	rows        = flag.String("rows", "harness", "rows of -table written, comma-separated: one per key (doall), else the first")
+	writeTO     = 2 * time.Second
 )
 
 // newLockClient builds the lockkit client. It is the one place that knows
@@ -122,6 +127,9 @@ func run() error {
 	h.add(faultharness.Event{Ev: "start", Pid: os.Getpid()})
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	if *mode != "redis" {
+		return runOther(h, log)
+	}
 	lockRDB := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            *master,
 		SentinelAddrs:         []string{*sentinel},
@@ -163,27 +171,11 @@ func run() error {
 		tbl: fence.Table{Table: *table, KeyColumn: "id"},
 		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
 	}
-	w.stopAt.Store("")
-	w.cont = make(chan os.Signal, 1)
-	signal.Notify(w.cont, syscall.SIGCONT)
-
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
-	var stopping atomic.Bool
-	go func() {
-		for s := range sigs {
-			switch s {
-			case syscall.SIGUSR1:
-				w.stopAt.Store(faultharness.ResRedis)
-			case syscall.SIGUSR2:
-				w.stopAt.Store(faultharness.ResPG)
-			default:
-				stopping.Store(true)
-			}
-		}
-	}()
-
-	for !stopping.Load() {
+	stopping := w.signals(
+		func() { w.stopAt.Store(faultharness.ResRedis) },
+		func() { w.stopAt.Store(faultharness.ResPG) },
+	)
+	for !stopping() {
 		w.section()
 		time.Sleep(time.Duration(w.rng.Int64N(int64(3 * time.Millisecond))))
 	}
@@ -194,6 +186,56 @@ func run() error {
 	}
 	h.add(faultharness.Event{Ev: "exit"})
 	return nil
+}
+
+// runOther runs a mode other than redis (kinds.go): one PostgreSQL table
+// resource, the lock set up by setupKind.
+func runOther(h *history, log *slog.Logger) error {
+	db, err := sql.Open("pgx", *pgDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(2)
+	w := &worker{
+		h: h, db: db,
+		tbl: fence.Table{Table: *table, KeyColumn: "id"},
+		rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(*id))),
+	}
+	stopping := w.signals(
+		func() { w.stopAt.CompareAndSwap(stopNext, "") }, // the request is withdrawn
+		func() { w.stopAt.Store(stopNext) },
+	)
+	if err := runKind(w, log, stopping); err != nil {
+		return err
+	}
+	h.add(faultharness.Event{Ev: "exit"})
+	return nil
+}
+
+// signals sets up the worker's signals: SIGCONT for stopSelf, usr1 and usr2
+// on SIGUSR1 and SIGUSR2; the func returned reports whether SIGTERM or
+// SIGINT came.
+func (w *worker) signals(usr1, usr2 func()) func() bool {
+	w.stopAt.Store("")
+	w.cont = make(chan os.Signal, 1)
+	signal.Notify(w.cont, syscall.SIGCONT)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
+	var stopping atomic.Bool
+	go func() {
+		for s := range sigs {
+			switch s {
+			case syscall.SIGUSR1:
+				usr1()
+			case syscall.SIGUSR2:
+				usr2()
+			default:
+				stopping.Store(true)
+			}
+		}
+	}()
+	return stopping.Load
 }
 
 // stopSelf records e and stops the process with SIGSTOP. A signal to
@@ -235,6 +277,12 @@ func (w *worker) section() {
 		}
 		return nil
 	})
+	w.doneEvent(tok, err)
+}
+
+// doneEvent records how Do (DoTx, DoAll) ended, and returns the outcome
+// ("" when nothing was acquired).
+func (w *worker) doneEvent(tok string, err error) string {
 	switch {
 	case tok == "" && err != nil:
 		out := "other"
@@ -248,12 +296,16 @@ func (w *worker) section() {
 		if out != "notacquired" {
 			time.Sleep(20 * time.Millisecond) // do not spin on a sick lock server
 		}
+		return ""
 	case err == nil:
 		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "ok"})
+		return "ok"
 	case errors.Is(err, lockkit.ErrLockLost):
 		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "lost", Err: short(err)})
+		return "lost"
 	default:
 		w.h.add(faultharness.Event{Ev: "done", Tok: tok, Out: "error", Err: short(err)})
+		return "error"
 	}
 }
 
