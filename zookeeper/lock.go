@@ -36,11 +36,21 @@ func (b *backend) nodePath(key string) (string, error) {
 	if key == "" {
 		return "", fmt.Errorf("zookeeper: empty lock key: %w", driver.ErrFinal)
 	}
-	name := escape(key)
-	if len(name) > maxName {
+	if name := escape(key); len(name) > maxName {
 		return "", fmt.Errorf("zookeeper: lock key of %d bytes is too long: its node name would be %d bytes, the ZooKeeper backend's limit is %d: %w", len(key), len(name), maxName, driver.ErrFinal)
 	}
-	return b.base + "/" + name, nil
+	return LockPath(b.base, key), nil
+}
+
+// LockPath is the node under which key's acquisitions queue, for root (the
+// chroot, if any, comes before it): what an operator lists to see who holds
+// key, and in which order the waiters come. Each child is named by its
+// acquisition's token and sequence; its data is the holder's description.
+func LockPath(root, key string) string {
+	if root == "/" {
+		root = ""
+	}
+	return root + "/" + escape(key)
 }
 
 // escape makes s one valid node name: bytes outside [A-Za-z0-9_.:=+,@-]
