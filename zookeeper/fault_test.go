@@ -83,6 +83,7 @@ type workload struct {
 	mu       sync.Mutex
 	holds    []hold
 	errs     map[string]int
+	sample   []string
 	rejected int
 	wg       sync.WaitGroup
 	stop     chan struct{}
@@ -124,6 +125,9 @@ func startWorkload(t *testing.T, clients []*lockkit.Client, rdb *redis.Client, k
 					if err != nil {
 						w.mu.Lock()
 						w.errs[errClass(err)]++
+						if len(w.sample) < 5 {
+							w.sample = append(w.sample, err.Error())
+						}
 						w.mu.Unlock()
 						time.Sleep(10 * time.Millisecond)
 					}

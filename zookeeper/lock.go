@@ -16,6 +16,7 @@ import (
 
 // acq is one acquisition: its token's node under the lock's path.
 type acq struct {
+	k      acqKey
 	s      *session
 	parent string // the lock's path
 	name   string // the node's name prefix: encoded token + "-"
@@ -28,6 +29,8 @@ type acq struct {
 	inflight chan struct{} // closed when the create in flight ends; nil when none
 	unsure   bool          // a create was sent whose answer was never seen
 	released bool          // given up: a create answered late is undone
+	until    time.Time     // the lease's end on this process (keepUntil)
+	timer    *time.Timer
 }
 
 // nodePath maps a lock key to its path: the key escaped into one node name
@@ -125,7 +128,7 @@ func (b *backend) acquisition(req *driver.Request) (*acq, error) {
 		}
 		return nil, fmt.Errorf("zookeeper: token of %s reused with another TTL: %w", req.Key, driver.ErrFinal)
 	}
-	a := &acq{s: s, parent: parent, name: tokenName(req.Token)}
+	a := &acq{k: k, s: s, parent: parent, name: tokenName(req.Token)}
 	b.acqs[k] = a
 	return a, nil
 }
@@ -149,6 +152,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, classify(err)
 	}
+	sent := time.Now()
 	pos, _, err := b.attempt(ctx, a, req)
 	switch {
 	case err != nil:
@@ -160,6 +164,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		}
 		return 0, driver.ErrContended
 	}
+	b.keepUntil(a, sent.Add(req.TTL))
 	if !req.Fencing {
 		return 0, nil
 	}
@@ -405,6 +410,7 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	if _, err := s.wait(ctx); err != nil {
 		return false, classify(err)
 	}
+	sent := time.Now()
 	stat, err := call(ctx, func() (*zk.Stat, error) {
 		ok, st, err := s.conn.Exists(path)
 		if err == nil && !ok {
@@ -419,7 +425,55 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		b.lookup(key, token, true)
 		return false, nil
 	}
+	b.keepUntil(a, sent.Add(ttl))
 	return true, nil
+}
+
+// keepUntil sets when a's lease ends if it is not extended again: then its
+// node is deleted by the backend itself. The session only ends a node when
+// its process stops talking to the ensemble; a process that lives on but
+// stops extending a lease (a lost lease nobody released, a renewal that
+// stopped) would otherwise keep the lock for as long as it runs.
+func (b *backend) keepUntil(a *acq, until time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.released {
+		return
+	}
+	a.until = until
+	if a.timer == nil {
+		a.timer = time.AfterFunc(time.Until(until), func() { b.expire(a) })
+	} else {
+		a.timer.Reset(time.Until(until))
+	}
+}
+
+// expire gives up an acquisition whose lease ended without an extend.
+func (b *backend) expire(a *acq) {
+	a.mu.Lock()
+	if a.released {
+		a.mu.Unlock()
+		return
+	}
+	if left := time.Until(a.until); left > 0 {
+		a.timer.Reset(left)
+		a.mu.Unlock()
+		return
+	}
+	a.released = true
+	path, sid, unsure := a.path, a.sid, a.unsure
+	a.mu.Unlock()
+	b.mu.Lock()
+	if b.acqs[a.k] == a {
+		delete(b.acqs, a.k)
+	}
+	b.mu.Unlock()
+	switch {
+	case path != "":
+		a.s.orphan(orphan{sid: sid, path: path})
+	case unsure:
+		a.s.orphan(orphan{sid: sid, parent: a.parent, name: a.name})
+	}
 }
 
 // Release deletes the acquisition's node, if it still is this acquisition's
@@ -437,7 +491,14 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 func (a *acq) release(ctx context.Context) (bool, error) {
 	s := a.s
 	a.mu.Lock()
+	if a.released {
+		a.mu.Unlock()
+		return false, nil // expired: the sweeper has its node
+	}
 	a.released = true
+	if a.timer != nil {
+		a.timer.Stop()
+	}
 	path, sid, czxid, unsure, inflight := a.path, a.sid, a.czxid, a.unsure, a.inflight != nil
 	a.mu.Unlock()
 	if inflight {

@@ -17,11 +17,13 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	if err != nil {
 		return driver.QueueResult{}, classify(err)
 	}
+	sent := time.Now()
 	pos, _, err := b.attempt(ctx, a, req)
 	if err != nil {
 		return driver.QueueResult{}, classify(err)
 	}
 	if pos == 0 {
+		b.keepUntil(a, sent.Add(req.TTL))
 		r := driver.QueueResult{Granted: true, LockTTL: req.TTL}
 		if req.Fencing {
 			a.mu.Lock()
@@ -31,7 +33,9 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 		return r, nil
 	}
 	// The watch on the predecessor wakes the waiter; the fallback only
-	// covers a watch lost with its session.
+	// covers a watch lost with its session. A waiter that stops asking
+	// (for two fallbacks) loses its place.
+	b.keepUntil(a, sent.Add(2*req.TTL+b.cmdTimeout))
 	return driver.QueueResult{Position: pos, LockTTL: req.TTL, Fallback: req.TTL}, nil
 }
 

@@ -140,6 +140,29 @@ func TestSingle(t *testing.T) {
 		}
 	})
 
+	// A lease that stops being extended while its process (and session)
+	// lives on, and that nobody releases, frees its lock at its TTL, as on
+	// Redis: the backend deletes the node itself.
+	t.Run("UnrenewedLeaseFreed", func(t *testing.T) {
+		c := newClient(t, servers)
+		p := lockkit.Policy{TTL: time.Second, RenewInterval: -1, Fencing: true}
+		a, err := lockOf(c, "unrenewed", p, "k").Acquire(ctxT(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-a.Done()
+		start := time.Now()
+		b, err := lockOf(newClient(t, servers), "unrenewed", lockkit.Policy{TTL: time.Second, Fencing: true, Retry: retry}, "k").Acquire(ctxT(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("a lease lost on its holder's clock still blocks: %v", err)
+		}
+		t.Logf("granted %v after the first lease's deadline", time.Since(start))
+		if b.Fence() <= a.Fence() {
+			t.Fatalf("fence %d after %d", b.Fence(), a.Fence())
+		}
+		_ = b.Release(ctxT(t, 10*time.Second))
+	})
+
 	// A session that the server expires while the client is cut off (a
 	// proxy that swallows everything): the holder's lease ends on its own
 	// clock (fn's ctx cancelled with ErrLockLost) no later than the
