@@ -352,8 +352,8 @@ func TestEnsemble(t *testing.T) {
 	// the members return the locks are granted again.
 	t.Run("LoseQuorum", func(t *testing.T) {
 		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: ttl, Fencing: true}
-		held, err := lockOf(c, "quorum", p, "held").Acquire(ctxT(t, 10*time.Second))
+		p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: retry}
+		held, err := lockOf(c, "quorum", p, "held").Acquire(ctxT(t, 30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
