@@ -215,8 +215,19 @@ func (b *backend) Capabilities() driver.Capabilities {
 	}
 }
 
-// CheckTTL refuses a TTL the ensemble cannot keep as a session timeout.
+// CheckTTL refuses a TTL the ensemble cannot keep as a session timeout. The
+// Client calls it when a domain is declared: a TTL it accepts has its session
+// dialled then, in the background, so that the domain's first acquire does not
+// spend its command timeout on the handshake.
 func (b *backend) CheckTTL(ttl time.Duration) error {
+	if err := b.ttlError(ttl); err != nil {
+		return err
+	}
+	_, _ = b.session(ttl) // connects in the background; an error comes back at the acquire
+	return nil
+}
+
+func (b *backend) ttlError(ttl time.Duration) error {
 	switch {
 	case ttl < b.o.minSession:
 		return fmt.Errorf("ttl %v is below the ZooKeeper ensemble's minSessionTimeout %v (2 ticks unless set): the lease is the session, and the server would stretch it; raise the ttl to at least %v, or lower tickTime/minSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts", ttl, b.o.minSession, b.o.minSession)
@@ -236,7 +247,7 @@ func (b *backend) session(ttl time.Duration) (*session, error) {
 	if s := b.sessions[ttl]; s != nil {
 		return s, nil
 	}
-	if err := b.CheckTTL(ttl); err != nil {
+	if err := b.ttlError(ttl); err != nil {
 		return nil, fmt.Errorf("zookeeper: %w: %w", err, driver.ErrFinal)
 	}
 	s, err := b.dial(ttl)
