@@ -22,9 +22,11 @@ type acq struct {
 	name   string // the node's name prefix: encoded token + "-"
 
 	mu       sync.Mutex
-	sid      int64  // the session its node was created on
-	path     string // the node, "" until a create was answered
-	czxid    int64
+	sid      int64         // the session its node was created on
+	path     string        // the node, "" until a create was answered
+	czxid    int64         // the node's Czxid, 0 until read (only fencing reads it at once)
+	verify   bool          // the node was found by its token: check its owner once
+	granted  bool          // an attempt found the node lowest
 	pred     string        // a queued node's predecessor, "" when none
 	inflight chan struct{} // closed when the create in flight ends; nil when none
 	unsure   bool          // a create was sent whose answer was never seen
@@ -164,6 +166,9 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		}
 		return 0, driver.ErrContended
 	}
+	a.mu.Lock()
+	a.granted = true
+	a.mu.Unlock()
 	b.keepUntil(a, sent.Add(req.TTL))
 	if !req.Fencing {
 		return 0, nil
@@ -186,7 +191,11 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 		return 0, "", err
 	}
 	a.mu.Lock()
-	path, known := a.path, a.czxid != 0
+	path := a.path
+	// The node's stat (Czxid, owner) is read when the fence is asked for
+	// or the node was found by token; a node this attempt created on sid
+	// is known to be sid's.
+	known := !a.verify && (a.czxid != 0 || !req.Fencing)
 	a.mu.Unlock()
 	// The children and (once) the node's stat, in flight together: one
 	// round trip after the create, as the bare recipe's listing.
@@ -228,7 +237,7 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 			return 0, "", driver.Failure(fmt.Errorf("zookeeper: %s: the node belongs to session %#x, not to this one (%#x)", req.Key, stat.EphemeralOwner, sid))
 		}
 		a.mu.Lock()
-		a.czxid = stat.Czxid
+		a.czxid, a.verify = stat.Czxid, false
 		a.mu.Unlock()
 	}
 	own := path[strings.LastIndexByte(path, '/')+1:]
@@ -259,7 +268,7 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 func (a *acq) forget(path string) {
 	a.mu.Lock()
 	if a.path == path {
-		a.path, a.czxid, a.sid, a.pred = "", 0, 0, ""
+		a.path, a.czxid, a.sid, a.pred, a.verify, a.granted = "", 0, 0, "", false, false
 	}
 	a.mu.Unlock()
 }
@@ -284,7 +293,7 @@ func (a *acq) ensureNode(ctx context.Context, sid int64, data []byte) error {
 		return nil
 	}
 	unsure, oldSid := a.unsure, a.sid
-	a.path, a.czxid, a.pred = "", 0, ""
+	a.path, a.czxid, a.pred, a.verify, a.granted = "", 0, "", false, false
 	a.mu.Unlock()
 	if unsure && oldSid == sid {
 		// The reply of an earlier create was lost: its node, if the server
@@ -296,7 +305,7 @@ func (a *acq) ensureNode(ctx context.Context, sid int64, data []byte) error {
 		a.mu.Lock()
 		a.unsure = false
 		if path != "" {
-			a.path = path
+			a.path, a.verify = path, true
 			a.mu.Unlock()
 			return nil
 		}
@@ -328,13 +337,13 @@ func (a *acq) create(ctx context.Context, sid int64, data []byte) error {
 				a.unsure = false // the server made nothing
 			}
 			if a.released && a.unsure {
-				s.orphan(orphan{sid: sid, parent: a.parent, name: a.name})
+				s.orphan(orphan{parent: a.parent, name: a.name})
 			}
 			return
 		}
 		a.unsure = false
 		if a.released {
-			s.orphan(orphan{sid: sid, path: path})
+			s.orphan(orphan{path: path})
 			return
 		}
 		a.path = path
@@ -397,15 +406,15 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		return false, nil
 	}
 	a.mu.Lock()
-	path, czxid, sid := a.path, a.czxid, a.sid
+	path, czxid, sid, granted := a.path, a.czxid, a.sid, a.granted
 	a.mu.Unlock()
-	if path == "" || czxid == 0 {
+	if path == "" || !granted {
 		return false, nil
 	}
 	s := a.s
 	if cur := s.conn.SessionID(); cur != sid {
-		b.lookup(key, token, true)
-		return false, nil // the session ended: its nodes with it
+		b.abandon(a) // the session ended, and its nodes with it
+		return false, nil
 	}
 	if _, err := s.wait(ctx); err != nil {
 		return false, classify(err)
@@ -421,9 +430,16 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	if err != nil {
 		return false, classify(err)
 	}
-	if stat == nil || stat.Czxid != czxid || stat.EphemeralOwner != sid || s.conn.SessionID() != sid {
-		b.lookup(key, token, true)
+	if stat == nil || (czxid != 0 && stat.Czxid != czxid) || stat.EphemeralOwner != sid || s.conn.SessionID() != sid {
+		b.abandon(a)
 		return false, nil
+	}
+	if czxid == 0 {
+		a.mu.Lock()
+		if a.path == path {
+			a.czxid = stat.Czxid // pinned from now on
+		}
+		a.mu.Unlock()
 	}
 	b.keepUntil(a, sent.Add(ttl))
 	return true, nil
@@ -451,17 +467,30 @@ func (b *backend) keepUntil(a *acq, until time.Time) {
 // expire gives up an acquisition whose lease ended without an extend.
 func (b *backend) expire(a *acq) {
 	a.mu.Lock()
-	if a.released {
-		a.mu.Unlock()
-		return
-	}
-	if left := time.Until(a.until); left > 0 {
+	if left := time.Until(a.until); !a.released && left > 0 {
 		a.timer.Reset(left)
 		a.mu.Unlock()
 		return
 	}
+	a.mu.Unlock()
+	b.abandon(a)
+}
+
+// abandon gives an acquisition up without a request of its own: it leaves
+// the backend's map, and its node (if it has one, or may have one) goes to
+// the sweeper, which deletes it. Deleting is always right: the node's name
+// is this acquisition's token.
+func (b *backend) abandon(a *acq) {
+	a.mu.Lock()
+	if a.released {
+		a.mu.Unlock()
+		return
+	}
 	a.released = true
-	path, sid, unsure := a.path, a.sid, a.unsure
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	path, unsure, inflight := a.path, a.unsure, a.inflight != nil
 	a.mu.Unlock()
 	b.mu.Lock()
 	if b.acqs[a.k] == a {
@@ -469,10 +498,12 @@ func (b *backend) expire(a *acq) {
 	}
 	b.mu.Unlock()
 	switch {
+	case inflight:
+		// The create's goroutine deletes what it made.
 	case path != "":
-		a.s.orphan(orphan{sid: sid, path: path})
+		a.s.orphan(orphan{path: path})
 	case unsure:
-		a.s.orphan(orphan{sid: sid, parent: a.parent, name: a.name})
+		a.s.orphan(orphan{parent: a.parent, name: a.name})
 	}
 }
 
@@ -499,27 +530,31 @@ func (a *acq) release(ctx context.Context) (bool, error) {
 	if a.timer != nil {
 		a.timer.Stop()
 	}
-	path, sid, czxid, unsure, inflight := a.path, a.sid, a.czxid, a.unsure, a.inflight != nil
+	path, sid, granted, unsure, inflight := a.path, a.sid, a.granted, a.unsure, a.inflight != nil
 	a.mu.Unlock()
 	if inflight {
 		return false, nil // the create's goroutine deletes what it made
 	}
 	if path == "" {
-		if unsure && s.conn.SessionID() == sid {
-			s.orphan(orphan{sid: sid, parent: a.parent, name: a.name})
+		if unsure {
+			s.orphan(orphan{parent: a.parent, name: a.name})
 		}
 		return false, nil
 	}
 	if s.conn.SessionID() != sid {
-		return false, nil // the session ended, and its nodes with it
+		// The session ended, and its nodes with it: the lease was lost.
+		// The node is still deleted by name, in case it was made on the
+		// session that followed.
+		s.orphan(orphan{path: path})
+		return false, nil
 	}
 	err := s.delete(ctx, path)
 	switch {
 	case err == nil:
-		return czxid != 0, nil
+		return granted, nil
 	case errors.Is(err, zk.ErrNoNode):
 		return false, nil
 	}
-	s.orphan(orphan{sid: sid, path: path})
+	s.orphan(orphan{path: path})
 	return false, fmt.Errorf("zookeeper: delete %s: %w (deleted when the session answers again)", path, err)
 }

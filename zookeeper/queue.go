@@ -23,6 +23,9 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 		return driver.QueueResult{}, classify(err)
 	}
 	if pos == 0 {
+		a.mu.Lock()
+		a.granted = true
+		a.mu.Unlock()
 		b.keepUntil(a, sent.Add(req.TTL))
 		r := driver.QueueResult{Granted: true, LockTTL: req.TTL}
 		if req.Fencing {

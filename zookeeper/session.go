@@ -41,7 +41,6 @@ type session struct {
 // delete: a release or an abandoned create that failed on the connection.
 // path is "" when only the token is known (a create whose reply was lost).
 type orphan struct {
-	sid    int64
 	parent string
 	name   string // the node's name prefix: the encoded token and "-"
 	path   string
@@ -181,13 +180,16 @@ func (s *session) sweep() {
 		if len(todo) == 0 {
 			continue
 		}
-		sid, _, ok, _ := s.current()
+		_, _, ok, _ := s.current()
 		var keep []orphan
 		for _, o := range todo {
-			if o.sid != sid && sid != 0 && ok {
-				continue // its session is gone, and its nodes with it
-			}
-			if !ok || s.deleteOrphan(o) != nil {
+			// Even a node of an ended session is deleted by name: the
+			// session may have ended after the node was made on its
+			// successor (a create sent across a reconnect). Only a
+			// connection failure keeps it for the next round.
+			if !ok {
+				keep = append(keep, o)
+			} else if err := s.deleteOrphan(o); err != nil && isConnErr(classifyConn(err)) {
 				keep = append(keep, o)
 			}
 		}
@@ -197,6 +199,15 @@ func (s *session) sweep() {
 			s.mu.Unlock()
 		}
 	}
+}
+
+// classifyConn maps an unanswered request (its ctx ended) to a connection
+// error, so that the sweeper keeps its orphan for the next round.
+func classifyConn(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNotConnected) {
+		return zk.ErrConnectionClosed
+	}
+	return err
 }
 
 func (s *session) deleteOrphan(o orphan) error {
