@@ -258,20 +258,22 @@ func (b *backend) session(ttl time.Duration) (*session, error) {
 	return s, nil
 }
 
-// Ping reads the root on a session (the shortest-TTL one the backend has,
-// or one with the smallest timeout the ensemble grants).
+// Ping reads the root on a session: the longest-TTL one the backend has
+// (the steadiest: go-zookeeper drops a connection silent for 2/3 of its
+// timeout), or, before any, one of its own with a 10s timeout (within the
+// declared bounds).
 func (b *backend) Ping(ctx context.Context) error {
 	b.mu.Lock()
 	var s *session
 	for _, c := range b.sessions {
-		if s == nil || c.ttl < s.ttl {
+		if s == nil || c.ttl > s.ttl {
 			s = c
 		}
 	}
 	b.mu.Unlock()
 	if s == nil {
 		var err error
-		if s, err = b.session(b.o.minSession); err != nil {
+		if s, err = b.session(min(max(10*time.Second, b.o.minSession), b.o.maxSession)); err != nil {
 			return err
 		}
 	}
