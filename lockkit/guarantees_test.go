@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -322,7 +322,7 @@ func TestLostLeasesAreUntracked(t *testing.T) {
 		t.Fatalf("%d hold spans ended, want %d (one per lost lease)", len(holds), n)
 	}
 	for _, h := range holds {
-		if !slices.Contains(h.Attributes, telemetry.AttrOutcome.String("lost")) {
+		if !slices.Contains(h.Attributes, telnames.AttrOutcome.String("lost")) {
 			t.Fatalf("hold span ended with %v, want outcome lost", h.Attributes)
 		}
 	}
