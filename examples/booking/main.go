@@ -8,7 +8,8 @@
 //	go run ./examples/booking
 //
 // With DATABASE_URL set it takes its locks, and keeps its bookings, in
-// PostgreSQL (see postgres.go); otherwise, with no REDIS_URL, it runs on an
+// PostgreSQL (see postgres.go); with ZOOKEEPER_SERVERS set it takes its locks
+// in that ZooKeeper ensemble (see zookeeper.go); otherwise, with no REDIS_URL, it runs on an
 // embedded in-process Redis; with
 // OTEL_EXPORTER_OTLP_ENDPOINT set it sends its traces to Jaeger, otherwise it
 // prints a summary of the lock spans.
@@ -52,6 +53,9 @@ const (
 // run tells the three stories and checks their outcomes: a wrong outcome is
 // an error, not just different text.
 func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
+	if os.Getenv(zkServersEnv) != "" {
+		return runZooKeeper(ctx, w, env)
+	}
 	if env.Postgres() {
 		return runPostgres(ctx, w, env)
 	}
@@ -193,6 +197,9 @@ type store interface {
 
 // newReplica is a replica's lockkit client, on the example's backend.
 func newReplica(ctx context.Context, env *exampleenv.Env) (*lockkit.Client, error) {
+	if os.Getenv(zkServersEnv) != "" {
+		return newZooKeeperReplica(env)
+	}
 	if env.Postgres() {
 		c, _, err := env.NewPostgresClient(ctx)
 		return c, err

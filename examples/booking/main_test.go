@@ -44,6 +44,19 @@ func TestBookingOnPostgres(t *testing.T) {
 	}
 }
 
+// With ZOOKEEPER_SERVERS set: the locks in a real ZooKeeper 3.8
+// (internal/testserver), the bookings in the embedded Redis: one booking for
+// table 12.
+func TestBookingOnZooKeeper(t *testing.T) {
+	z := testserver.StartZooKeeper(t, 1)
+	t.Setenv("ZOOKEEPER_SERVERS", z.ServersString())
+	out := exampletest.Embedded(t, "lockkit-example-booking", run)
+	if !strings.Contains(out, "lockkit: locks on the ZooKeeper ensemble 127.0.0.1:") {
+		t.Errorf("no ZooKeeper notice in the output")
+	}
+	checkRace(t, out)
+}
+
 // With REDIS_URL unset: the embedded miniredis, announced in one line, and
 // the same facts.
 func TestBookingEmbedded(t *testing.T) {

@@ -1,0 +1,394 @@
+package zookeeper_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/lockkit/lockkit/lockkit"
+	"github.com/lockkit/lockkit/zookeeper"
+	"github.com/redis/go-redis/v9"
+)
+
+const holderEnv = "LOCKKIT_ZK_HOLDER" // set in the child process: the servers
+
+func TestMain(m *testing.M) {
+	if os.Getenv(holderEnv) != "" {
+		os.Exit(holderMain())
+	}
+	os.Exit(m.Run())
+}
+
+// holderMain is the child of PauseHolder: it takes the lock, says its
+// fence, and on "write" from stdin (sent after it was stopped and
+// continued) makes its fenced write and says how it went.
+func holderMain() int {
+	servers := strings.Split(os.Getenv(holderEnv), ",")
+	c, err := lockkit.New(zookeeper.New(servers, bounds), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	lk := lockOf(c, "paused", lockkit.Policy{TTL: time.Second, Fencing: true}, "k")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := lk.Acquire(ctx)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("LOCKKIT_ZK_REDIS")})
+	fmt.Println("fence", l.Fence())
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		if sc.Text() != "write" {
+			continue
+		}
+		valid := l.Valid()
+		err := fence.Set(ctx, rdb, "resource", "child", l.Fence())
+		switch {
+		case errors.Is(err, fence.ErrFenced):
+			fmt.Println("rejected valid="+strconv.FormatBool(valid), l.Err() != nil)
+		case err != nil:
+			fmt.Println("error", err)
+		default:
+			fmt.Println("accepted valid=" + strconv.FormatBool(valid))
+		}
+		return 0
+	}
+	return 1
+}
+
+// hold is one lease's time in fn, and its fence.
+type hold struct {
+	start, end time.Time
+	fence      int64
+}
+
+// workload runs contenders on one key through clients until stop, each
+// hold making a fenced write and leaving fn as soon as its ctx ends.
+type workload struct {
+	mu       sync.Mutex
+	holds    []hold
+	errs     map[string]int
+	sample   []string
+	rejected int
+	wg       sync.WaitGroup
+	stop     chan struct{}
+}
+
+func startWorkload(t *testing.T, clients []*lockkit.Client, rdb *redis.Client, key string, ttl time.Duration) *workload {
+	w := &workload{errs: map[string]int{}, stop: make(chan struct{})}
+	p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: lockkit.RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxWait: 5 * time.Second}}
+	for i, c := range clients {
+		for j := range 2 {
+			w.wg.Go(func() {
+				for {
+					select {
+					case <-w.stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					err := lockOf(c, "fault", p, key).Do(ctx, func(ctx context.Context, l *lockkit.Lease) error {
+						h := hold{start: time.Now(), fence: l.Fence()}
+						ferr := fence.Set(ctx, rdb, "resource", fmt.Sprintf("c%d.%d", i, j), l.Fence())
+						select {
+						case <-ctx.Done():
+						case <-time.After(20 * time.Millisecond):
+						}
+						h.end = time.Now()
+						if d := l.Deadline(); d.Before(h.end) {
+							h.end = d
+						}
+						w.mu.Lock()
+						w.holds = append(w.holds, h)
+						if errors.Is(ferr, fence.ErrFenced) {
+							w.rejected++
+						}
+						w.mu.Unlock()
+						return nil
+					})
+					cancel()
+					if err != nil {
+						w.mu.Lock()
+						w.errs[errClass(err)]++
+						if len(w.sample) < 5 {
+							w.sample = append(w.sample, err.Error())
+						}
+						w.mu.Unlock()
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+			})
+		}
+	}
+	return w
+}
+
+func errClass(err error) string {
+	for _, e := range []error{lockkit.ErrLockLost, lockkit.ErrUnavailable, lockkit.ErrNotAcquired, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return err.Error()
+}
+
+// finish stops the workload and checks it: no two holds overlapping in
+// time (a hold ends at its lease's deadline at the latest), no fence
+// granted twice, fences increasing with the holds.
+func (w *workload) finish(t *testing.T) {
+	t.Helper()
+	close(w.stop)
+	w.wg.Wait()
+	hs := slices.Clone(w.holds)
+	slices.SortFunc(hs, func(a, b hold) int { return a.start.Compare(b.start) })
+	seen := map[int64]bool{}
+	for i, h := range hs {
+		if seen[h.fence] {
+			t.Errorf("fence %#x granted twice", h.fence)
+		}
+		seen[h.fence] = true
+		if i > 0 {
+			prev := hs[i-1]
+			if h.start.Before(prev.end) {
+				t.Errorf("two valid holders: fence %#x from %v while fence %#x held until %v", h.fence, h.start.Format("15:04:05.000"), prev.fence, prev.end.Format("15:04:05.000"))
+			}
+			if h.fence <= prev.fence {
+				t.Errorf("fence %#x after %#x", h.fence, prev.fence)
+			}
+		}
+	}
+	if len(hs) == 0 {
+		t.Error("no holds at all")
+	}
+	t.Logf("%d holds, fenced writes rejected %d, errors %v", len(hs), w.rejected, w.errs)
+}
+
+// holdsSince counts holds that started after t0.
+func (w *workload) holdsSince(t0 time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, h := range w.holds {
+		if h.start.After(t0) {
+			n++
+		}
+	}
+	return n
+}
+
+// waitHolds waits until the workload has made n holds after t0.
+func (w *workload) waitHolds(t *testing.T, t0 time.Time, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for w.holdsSince(t0) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d holds within %v (errors %v)", n, within, w.errs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unblocked checks that nothing is left behind on key: a fresh client gets
+// it within bounded time, and its node is the only one.
+func unblocked(t *testing.T, servers []string, domain, id string, within time.Duration) {
+	t.Helper()
+	c := newClient(t, servers)
+	p := lockkit.Policy{TTL: 2 * time.Second, Fencing: true, Retry: lockkit.RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxWait: within}}
+	lk := lockOf(c, domain, p, id)
+	l, err := lk.Acquire(ctxT(t, within+5*time.Second))
+	if err != nil {
+		t.Fatalf("the lock is still blocked after the workload stopped: %v", err)
+	}
+	raw := rawConn(t, servers)
+	if kids := nodes(t, raw, zookeeper.LockPath(zookeeper.DefaultRoot, lk.Key())); len(kids) != 1 {
+		t.Errorf("nodes %v while one client holds the lock", kids)
+	}
+	_ = l.Release(ctxT(t, 10*time.Second))
+}
+
+// healthy waits until every member runs and serves, with a leader.
+func healthy(t *testing.T, z *testserver.ZooKeeper) {
+	t.Helper()
+	for _, m := range z.Members {
+		if !m.Running() {
+			m.Start(t)
+		}
+	}
+	z.Leader(t, 60*time.Second)
+}
+
+// TestEnsemble runs the fault histories on one 3-member ensemble, one after
+// the other (each leaves it whole). In each: no two valid holders, no fence
+// granted twice, and nothing left behind that blocks later acquires.
+func TestEnsemble(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-member ZooKeeper ensemble")
+	}
+	z := startZK(t, 3)
+	servers := z.Servers()
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	const ttl = 2 * time.Second
+	clients := func(t *testing.T) []*lockkit.Client {
+		return []*lockkit.Client{newClient(t, servers), newClient(t, servers)}
+	}
+
+	// kill -9 the leader under load; log how long until a lock is granted
+	// again.
+	t.Run("KillLeader", func(t *testing.T) {
+		w := startWorkload(t, clients(t), rdb, "kill", ttl)
+		w.waitHolds(t, time.Time{}, 10, 30*time.Second)
+		leader := z.Leader(t, 10*time.Second)
+		killed := time.Now()
+		z.Members[leader].Kill(t)
+		probe := newClient(t, servers)
+		for i := 0; ; i++ {
+			l, err := lockOf(probe, "regrant", lockkit.Policy{TTL: ttl}, strconv.Itoa(i)).TryAcquire(ctxT(t, 10*time.Second))
+			if err == nil {
+				t.Logf("leader killed: a lock granted again after %v", time.Since(killed))
+				_ = l.Release(ctxT(t, 10*time.Second))
+				break
+			}
+			if time.Since(killed) > 60*time.Second {
+				t.Fatalf("no grant within 60s of the leader's kill: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		w.waitHolds(t, time.Now(), 10, 30*time.Second)
+		w.finish(t)
+		healthy(t, z)
+		unblocked(t, servers, "fault", "kill", 2*ttl)
+	})
+
+	// SIGSTOP the leader for longer than the TTL: its followers elect
+	// another; the holders' sessions move or expire.
+	t.Run("PauseLeader", func(t *testing.T) {
+		w := startWorkload(t, clients(t), rdb, "pause", ttl)
+		w.waitHolds(t, time.Time{}, 10, 30*time.Second)
+		leader := z.Leader(t, 10*time.Second)
+		z.Members[leader].Pause(t)
+		time.Sleep(ttl + time.Second)
+		z.Members[leader].Resume(t)
+		w.waitHolds(t, time.Now(), 10, 60*time.Second)
+		w.finish(t)
+		healthy(t, z)
+		unblocked(t, servers, "fault", "pause", 2*ttl)
+	})
+
+	// SIGSTOP the holder's process for longer than its session timeout:
+	// the server expires its session and grants the lock to another with
+	// a higher fence; the paused holder's late fenced write is rejected.
+	t.Run("PauseHolder", func(t *testing.T) {
+		child := testserver.StartChild(t, "TestEnsemble", holderEnv+"="+strings.Join(servers, ","), "LOCKKIT_ZK_REDIS="+r.Addr())
+		line := child.Next(t)
+		f1, err := strconv.ParseInt(strings.TrimPrefix(line, "fence "), 10, 64)
+		if err != nil {
+			t.Fatalf("child: %q", line)
+		}
+		child.Signal(t, syscall.SIGSTOP)
+		stopped := time.Now()
+		c := newClient(t, servers)
+		p := lockkit.Policy{TTL: time.Second, Fencing: true, Retry: retry}
+		l, err := lockOf(c, "paused", p, "k").Acquire(ctxT(t, 60*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("granted %v after the holder was stopped (its session timeout 1s)", time.Since(stopped))
+		if l.Fence() <= f1 {
+			t.Fatalf("fence %d after the paused holder's %d", l.Fence(), f1)
+		}
+		if err := fence.Set(ctxT(t, 5*time.Second), rdb, "resource", "new holder", l.Fence()); err != nil {
+			t.Fatal(err)
+		}
+		child.Send(t, "write")
+		child.Signal(t, syscall.SIGCONT)
+		if got := child.Next(t); !strings.HasPrefix(got, "rejected valid=false") {
+			t.Fatalf("the paused holder's late write: %q, want rejected (and its lease not valid)", got)
+		}
+		v, _, err := fence.Get(ctxT(t, 5*time.Second), rdb, "resource")
+		if err != nil || v != "new holder" {
+			t.Fatalf("resource = %q, %v", v, err)
+		}
+		_ = l.Release(ctxT(t, 10*time.Second))
+		_ = child.Wait(t, 10*time.Second)
+		unblocked(t, servers, "paused", "k", 2*ttl)
+	})
+
+	// A create whose reply is lost, through a proxy in front of a follower.
+	t.Run("LostCreateReply", func(t *testing.T) {
+		leader := z.Leader(t, 10*time.Second)
+		lostCreate(t, z.Members[(leader+1)%3].Addr(), rawConn(t, servers))
+	})
+
+	// Restart the whole ensemble under load: fences go on increasing
+	// (Czxid's epoch grows), and nothing is left blocking.
+	t.Run("RestartAll", func(t *testing.T) {
+		w := startWorkload(t, clients(t), rdb, "restart", ttl)
+		w.waitHolds(t, time.Time{}, 10, 30*time.Second)
+		z.RestartAll(t)
+		healthy(t, z)
+		w.waitHolds(t, time.Now(), 10, 60*time.Second)
+		w.finish(t)
+		unblocked(t, servers, "fault", "restart", 2*ttl)
+	})
+
+	// Lose quorum: no lock is granted while the ensemble cannot commit
+	// (ErrUnavailable), a holder's lease ends on its own clock, and after
+	// the members return the locks are granted again.
+	t.Run("LoseQuorum", func(t *testing.T) {
+		c := newClient(t, servers)
+		p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: retry}
+		held, err := lockOf(c, "quorum", p, "held").Acquire(ctxT(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader := z.Leader(t, 10*time.Second)
+		z.Members[(leader+1)%3].Stop(t)
+		z.Members[(leader+2)%3].Stop(t)
+		lostQuorum := time.Now()
+		// A lone member notices within syncLimit (20 ticks = 2s); from then
+		// on nothing may be granted.
+		time.Sleep(3 * time.Second)
+		window := time.Now()
+		attempts, grants := 0, 0
+		for time.Since(window) < 5*time.Second {
+			attempts++
+			l, err := lockOf(c, "quorum", p, "free"+strconv.Itoa(attempts)).TryAcquire(ctxT(t, 10*time.Second))
+			if err == nil {
+				grants++
+				t.Errorf("granted fence %d without quorum", l.Fence())
+			} else if !errors.Is(err, lockkit.ErrUnavailable) {
+				t.Errorf("acquire without quorum: %v, want ErrUnavailable", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		select {
+		case <-held.Done():
+			if !errors.Is(held.Err(), lockkit.ErrLockLost) {
+				t.Errorf("the holder's lease ended with %v, want ErrLockLost", held.Err())
+			}
+			t.Logf("the holder's lease ended %v after quorum was lost (TTL %v)", held.Deadline().Sub(lostQuorum), ttl)
+		default:
+			t.Errorf("the holder's lease is still valid %v after quorum was lost (TTL %v)", time.Since(lostQuorum), ttl)
+		}
+		t.Logf("without quorum: %d attempts, %d grants", attempts, grants)
+		healthy(t, z)
+		unblocked(t, servers, "quorum", "free1", 4*ttl) // any key works again
+		unblocked(t, servers, "quorum", "held", 4*ttl)
+	})
+}

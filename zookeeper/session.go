@@ -1,0 +1,273 @@
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/lockkit/lockkit/driver"
+)
+
+// errNotConnected is a session's answer while it has no live session on a
+// server (connecting, or being re-established after an expiry).
+var errNotConnected = errors.New("zookeeper: no session with the ensemble")
+
+// session is one ZooKeeper session (a zk.Conn) asked for a timeout of ttl,
+// shared by every domain with that TTL. go-zookeeper reconnects it by
+// itself, keeping the session when the server still has it and making a new
+// one after an expiry: the acquisitions record the session id they were made
+// on, and an acquisition whose session is gone is lost.
+type session struct {
+	b    *backend
+	ttl  time.Duration
+	conn *zk.Conn
+
+	mu         sync.Mutex
+	sid        int64         // the session the server last granted, from the handshake
+	negotiated time.Duration // its timeout
+	changed    chan struct{} // closed and replaced at each state change
+	authed     bool
+	orphans    []orphan // nodes to delete once the session answers
+	closed     bool
+	kick       chan struct{}
+	done       chan struct{}
+}
+
+// orphan is a node this backend created (or may have created) and must
+// delete: a release or an abandoned create that failed on the connection.
+// path is "" when only the token is known (a create whose reply was lost).
+type orphan struct {
+	parent string
+	name   string // the node's name prefix: the encoded token and "-"
+	path   string
+}
+
+// zkLog receives go-zookeeper's log lines: the handshake's is how the
+// negotiated session timeout is learnt (go-zookeeper v1.0.4 keeps it
+// private); the rest is dropped, as a backend does not log.
+type zkLog struct{ s *session }
+
+const authenticatedFormat = "authenticated: id=%d, timeout=%d"
+
+func (l zkLog) Printf(format string, args ...any) {
+	if format != authenticatedFormat || len(args) != 2 {
+		return
+	}
+	id, ok1 := args[0].(int64)
+	ms, ok2 := args[1].(int32)
+	if !ok1 || !ok2 {
+		return
+	}
+	s := l.s
+	s.mu.Lock()
+	s.sid, s.negotiated = id, time.Duration(ms)*time.Millisecond
+	s.mu.Unlock()
+	s.broadcast()
+}
+
+func (b *backend) dial(ttl time.Duration) (*session, error) {
+	s := &session{b: b, ttl: ttl, changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	conn, _, err := zk.Connect(b.hosts, ttl,
+		zk.WithLogger(zkLog{s}),
+		zk.WithEventCallback(func(ev zk.Event) {
+			if ev.Type == zk.EventSession {
+				s.broadcast()
+			}
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper: connect %v: %w", b.hosts, err)
+	}
+	s.conn = conn
+	go s.sweep()
+	return s, nil
+}
+
+func (s *session) broadcast() {
+	s.mu.Lock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// current is the live session's id, or ok false while there is none.
+func (s *session) current() (sid int64, negotiated time.Duration, ok bool, changed <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok = s.conn.State() == zk.StateHasSession && s.sid != 0 && s.sid == s.conn.SessionID()
+	return s.sid, s.negotiated, ok, s.changed
+}
+
+// wait waits, within ctx, until the session is established, and returns its
+// id. A server that granted a shorter timeout than the TTL fails it: a lease
+// would outlive its session.
+func (s *session) wait(ctx context.Context) (int64, error) {
+	for {
+		sid, neg, ok, changed := s.current()
+		if ok {
+			if neg < s.ttl {
+				return 0, fmt.Errorf("zookeeper: the ensemble granted a session timeout of %v for the TTL %v (its maxSessionTimeout is lower): a lease would outlive its session; lower the domain's ttl, or raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts: %w", neg, s.ttl, driver.ErrFinal)
+			}
+			if err := s.auth(ctx); err != nil {
+				return 0, err
+			}
+			return sid, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, driver.Failure(fmt.Errorf("%w (state %v) within the command timeout: %w", errNotConnected, s.conn.State(), context.Cause(ctx)))
+		}
+	}
+}
+
+// auth adds the digest credentials once; go-zookeeper sends them again on
+// every reconnect.
+func (s *session) auth(ctx context.Context) error {
+	if s.b.o.user == "" {
+		return nil
+	}
+	s.mu.Lock()
+	done := s.authed
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	_, err := call(ctx, func() (struct{}, error) {
+		return struct{}{}, s.conn.AddAuth("digest", []byte(s.b.o.user+":"+s.b.o.password))
+	})
+	if err != nil {
+		return classify(fmt.Errorf("zookeeper: digest auth: %w", err))
+	}
+	s.mu.Lock()
+	s.authed = true
+	s.mu.Unlock()
+	return nil
+}
+
+// orphan records a node to delete once the session answers.
+func (s *session) orphan(o orphan) {
+	s.mu.Lock()
+	s.orphans = append(s.orphans, o)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sweep deletes orphans whenever the session is up: after a release or an
+// abandoned create failed on the connection, the node would otherwise stay
+// as long as the session lives and block every later acquire of its lock.
+func (s *session) sweep() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		}
+		s.mu.Lock()
+		todo := s.orphans
+		s.orphans = nil
+		s.mu.Unlock()
+		if len(todo) == 0 {
+			continue
+		}
+		_, _, ok, _ := s.current()
+		var keep []orphan
+		for _, o := range todo {
+			// Even a node of an ended session is deleted by name: the
+			// session may have ended after the node was made on its
+			// successor (a create sent across a reconnect). Only a
+			// connection failure keeps it for the next round.
+			if !ok {
+				keep = append(keep, o)
+			} else if err := s.deleteOrphan(o); err != nil && isConnErr(classifyConn(err)) {
+				keep = append(keep, o)
+			}
+		}
+		if len(keep) > 0 {
+			s.mu.Lock()
+			s.orphans = append(s.orphans, keep...)
+			s.mu.Unlock()
+		}
+	}
+}
+
+// classifyConn maps an unanswered request (its ctx ended) to a connection
+// error, so that the sweeper keeps its orphan for the next round.
+func classifyConn(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNotConnected) {
+		return zk.ErrConnectionClosed
+	}
+	return err
+}
+
+func (s *session) deleteOrphan(o orphan) error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.b.cmdTimeout)
+	defer cancel()
+	if o.path != "" {
+		err := s.delete(ctx, o.path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		return err
+	}
+	path, err := s.find(ctx, o.parent, o.name)
+	if err != nil || path == "" {
+		return err
+	}
+	if err := s.delete(ctx, path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return err
+	}
+	return nil
+}
+
+func (s *session) delete(ctx context.Context, path string) error {
+	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
+	return err
+}
+
+// find is the path of parent's child whose name starts with name (a token's
+// node), "" when there is none. It syncs first, so that the server answering
+// has seen every write committed before, a create whose reply was lost
+// included.
+func (s *session) find(ctx context.Context, parent, name string) (string, error) {
+	if _, err := call(ctx, func() (string, error) { return s.conn.Sync(parent) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return "", err
+	}
+	children, err := call(ctx, func() ([]string, error) {
+		c, _, err := s.conn.Children(parent)
+		return c, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(children, func(c string) bool { return isNodeOf(c, name) })
+	if i < 0 {
+		return "", nil
+	}
+	return parent + "/" + children[i], nil
+}
+
+func (s *session) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.done)
+	s.conn.Close()
+}

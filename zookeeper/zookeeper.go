@@ -1,0 +1,340 @@
+// Package zookeeper puts lockkit's locks in an Apache ZooKeeper ensemble,
+// through the public driver seam only:
+//
+//	client, err := lockkit.New(zookeeper.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, opts...))
+//
+// It lives in its own package so that programs on other stores do not link
+// go-zookeeper: package lockkit does not import it.
+//
+// The recipe. Each acquisition creates one ephemeral sequential node under
+// the lock's path (<root>/<escaped key>/<token>-<sequence>); the lowest
+// sequence holds the lock. The node's name carries the acquisition's token,
+// so that after a create whose reply was lost the node is found again by
+// listing the children, and is then used or deleted, never left behind. A
+// polling attempt that does not hold deletes its node and answers
+// driver.ErrContended; a FIFO waiter (wait: fifo) keeps its node and watches
+// only its predecessor, so a release wakes one waiter (no herd). Release and
+// Extend check this acquisition's own node (path, Czxid and owning session),
+// never the key's name. The fence is the node's Czxid, which increases
+// strictly across the ensemble and its leader changes; it compares only with
+// other ZooKeeper fences.
+//
+// The lease is the session. A node lives as long as the session that created
+// it, and the server fixes a session's timeout when it connects: so the
+// backend owns its connections, one session per distinct domain TTL, made on
+// the first acquire with that TTL and asked for a timeout equal to it. A
+// server that grants a shorter timeout than asked fails the acquire (a lease
+// would outlive its session); the server's bounds (2 and 20 ticks unless
+// configured) are declared with WithSessionTimeouts, and lockkit.New refuses
+// a domain whose TTL lies outside them, naming it. Extend is a read of the
+// acquisition's node on its session: answered, it proves the session alive
+// when it was sent, so the Client counts the lease from that send; a client
+// that cannot reach the ensemble gets no answer, and its lease ends on its
+// own clock before the server could have expired the session.
+package zookeeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/lockkit/lockkit/driver"
+)
+
+// Default session timeout bounds: ZooKeeper's own defaults for its default
+// tickTime of 2s (minSessionTimeout = 2 ticks, maxSessionTimeout = 20 ticks).
+const (
+	DefaultMinSessionTimeout = 4 * time.Second
+	DefaultMaxSessionTimeout = 40 * time.Second
+	// DefaultRoot is the node under which lock nodes live.
+	DefaultRoot = "/lockkit"
+)
+
+// maxName bounds a lock's escaped node name: ZooKeeper keeps whole paths in
+// every request and watch, and a server refuses packets over jute.maxbuffer.
+const maxName = 4096
+
+// Option tunes the ZooKeeper backend.
+type Option struct{ set func(*options) }
+
+type options struct {
+	root                   string
+	user, password         string
+	minSession, maxSession time.Duration
+}
+
+// WithRoot sets the node under which lock nodes live (below the chroot of
+// the connection string, if it has one). Default "/lockkit".
+func WithRoot(path string) Option { return Option{func(o *options) { o.root = path }} }
+
+// WithDigestAuth authenticates every session with the digest scheme as
+// user:password, and creates lock nodes (and their parents) with an ACL that
+// gives this identity every permission and anyone else read only: another
+// identity can see who holds a lock but cannot delete its node or queue on it.
+func WithDigestAuth(user, password string) Option {
+	return Option{func(o *options) { o.user, o.password = user, password }}
+}
+
+// WithSessionTimeouts declares the ensemble's minSessionTimeout and
+// maxSessionTimeout (zoo.cfg; 2 and 20 ticks by default). A domain's TTL is
+// its session timeout, so lockkit.New refuses a domain whose TTL lies outside
+// them. Default 4s and 40s (tickTime 2s).
+func WithSessionTimeouts(min, max time.Duration) Option {
+	return Option{func(o *options) { o.minSession, o.maxSession = min, max }}
+}
+
+// New is the ZooKeeper backend for lockkit.New over the ensemble's servers
+// ("host:port"). A chroot may follow the last server, as in ZooKeeper's own
+// connection strings ("zk1:2181,zk2:2181/app", or as the last element
+// "zk3:2181/app"): every node then lives below it. Client.Close closes the
+// backend's sessions, which frees the locks they still hold.
+func New(servers []string, opts ...Option) driver.Spec {
+	o := options{root: DefaultRoot, minSession: DefaultMinSessionTimeout, maxSession: DefaultMaxSessionTimeout}
+	for _, opt := range opts {
+		if opt.set != nil {
+			opt.set(&o)
+		}
+	}
+	spec := driver.Spec{Name: "zookeeper"}
+	hosts, chroot, err := parseServers(servers)
+	if err == nil {
+		err = o.check()
+	}
+	if err != nil {
+		spec.Err = fmt.Errorf("lockkit: zookeeper.New: %w", err)
+		return spec
+	}
+	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
+		return newBackend(hosts, chroot, o, cfg), nil
+	}
+	return spec
+}
+
+// parseServers splits a ZooKeeper connection string, given whole or as a
+// list, into its hosts and its chroot ("" when none).
+func parseServers(servers []string) (hosts []string, chroot string, err error) {
+	joined := strings.Join(servers, ",")
+	if i := strings.IndexByte(joined, '/'); i >= 0 {
+		joined, chroot = joined[:i], joined[i:]
+		if strings.Contains(joined, "/") || chroot != cleanPath(chroot) {
+			return nil, "", fmt.Errorf("bad chroot %q in the servers: it must be one absolute path, without a trailing or doubled slash, after the last host (\"zk1:2181,zk2:2181/app\")", chroot)
+		}
+		if chroot == "/" {
+			chroot = ""
+		}
+	}
+	for h := range strings.SplitSeq(joined, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return nil, "", errors.New("no servers (want \"host:port\", such as \"127.0.0.1:2181\")")
+	}
+	return hosts, chroot, nil
+}
+
+// cleanPath is p when p is a valid absolute ZooKeeper path, else "".
+func cleanPath(p string) string {
+	if p == "/" {
+		return p
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//") {
+		return ""
+	}
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		if seg == "." || seg == ".." {
+			return ""
+		}
+	}
+	return p
+}
+
+func (o *options) check() error {
+	if o.root != "/" && cleanPath(o.root) == "" {
+		return fmt.Errorf("WithRoot(%q): want an absolute path without a trailing slash, such as %q", o.root, DefaultRoot)
+	}
+	if o.root == "/" {
+		o.root = ""
+	}
+	if (o.user == "") != (o.password == "") || strings.Contains(o.user, ":") {
+		return fmt.Errorf("WithDigestAuth(%q, …): want a user without ':' and a password, both non-empty", o.user)
+	}
+	if o.minSession <= 0 || o.maxSession < o.minSession {
+		return fmt.Errorf("WithSessionTimeouts(%v, %v): want 0 < min ≤ max (the server's minSessionTimeout and maxSessionTimeout)", o.minSession, o.maxSession)
+	}
+	return nil
+}
+
+// backend is the driver.Backend: its sessions, one per TTL, and the
+// acquisitions it made on them.
+type backend struct {
+	hosts      []string
+	base       string // chroot + root: the parent of every lock's node
+	o          options
+	name       string
+	cmdTimeout time.Duration
+	acl        []zk.ACL // of lock nodes and their parents
+	baseACL    []zk.ACL // of the chroot and root nodes the backend creates
+
+	mu       sync.Mutex
+	sessions map[time.Duration]*session
+	acqs     map[acqKey]*acq
+	closed   bool
+}
+
+type acqKey struct{ key, token string }
+
+func newBackend(hosts []string, chroot string, o options, cfg driver.Config) *backend {
+	b := &backend{
+		hosts: hosts, base: chroot + o.root, o: o, cmdTimeout: cfg.CommandTimeout,
+		name:     "zookeeper(" + strings.Join(hosts, ",") + chroot + ")",
+		sessions: map[time.Duration]*session{}, acqs: map[acqKey]*acq{},
+		acl: zk.WorldACL(zk.PermAll), baseACL: zk.WorldACL(zk.PermAll),
+	}
+	if b.cmdTimeout <= 0 {
+		b.cmdTimeout = 2 * time.Second
+	}
+	if o.user != "" {
+		b.acl = append(zk.DigestACL(zk.PermAll, o.user, o.password), zk.WorldACL(zk.PermRead)...)
+	}
+	return b
+}
+
+// Capabilities: TTLs between the declared session timeout bounds, fences
+// (Czxid), and a FIFO queue.
+func (b *backend) Capabilities() driver.Capabilities {
+	return driver.Capabilities{
+		Name:   b.name,
+		MinTTL: b.o.minSession, MaxTTL: b.o.maxSession, TTLGranularity: time.Millisecond,
+		Fences: true, FairQueue: true,
+	}
+}
+
+// CheckTTL refuses a TTL the ensemble cannot keep as a session timeout. The
+// Client calls it when a domain is declared: a TTL it accepts has its session
+// dialled then, in the background, so that the domain's first acquire does not
+// spend its command timeout on the handshake.
+func (b *backend) CheckTTL(ttl time.Duration) error {
+	if err := b.ttlError(ttl); err != nil {
+		return err
+	}
+	_, _ = b.session(ttl) // connects in the background; an error comes back at the acquire
+	return nil
+}
+
+func (b *backend) ttlError(ttl time.Duration) error {
+	switch {
+	case ttl < b.o.minSession:
+		return fmt.Errorf("ttl %v is below the ZooKeeper ensemble's minSessionTimeout %v (2 ticks unless set): the lease is the session, and the server would stretch it; raise the ttl to at least %v, or lower tickTime/minSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts", ttl, b.o.minSession, b.o.minSession)
+	case ttl > b.o.maxSession:
+		return fmt.Errorf("ttl %v is above the ZooKeeper ensemble's maxSessionTimeout %v (20 ticks unless set): the server would cut the session short of the lease; lower the ttl to at most %v, or raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts", ttl, b.o.maxSession, b.o.maxSession)
+	}
+	return nil
+}
+
+// session is the backend's session for ttl, made on first use.
+func (b *backend) session(ttl time.Duration) (*session, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, errors.New("zookeeper: the backend is closed")
+	}
+	if s := b.sessions[ttl]; s != nil {
+		return s, nil
+	}
+	if err := b.ttlError(ttl); err != nil {
+		return nil, fmt.Errorf("zookeeper: %w: %w", err, driver.ErrFinal)
+	}
+	s, err := b.dial(ttl)
+	if err != nil {
+		return nil, err
+	}
+	b.sessions[ttl] = s
+	return s, nil
+}
+
+// Ping reads the root on a session: the longest-TTL one the backend has
+// (the steadiest: go-zookeeper drops a connection silent for 2/3 of its
+// timeout), or, before any, one of its own with a 10s timeout (within the
+// declared bounds).
+func (b *backend) Ping(ctx context.Context) error {
+	b.mu.Lock()
+	var s *session
+	for _, c := range b.sessions {
+		if s == nil || c.ttl > s.ttl {
+			s = c
+		}
+	}
+	b.mu.Unlock()
+	if s == nil {
+		var err error
+		if s, err = b.session(min(max(10*time.Second, b.o.minSession), b.o.maxSession)); err != nil {
+			return err
+		}
+	}
+	if _, err := s.wait(ctx); err != nil {
+		return err
+	}
+	_, err := call(ctx, func() (bool, error) {
+		ok, _, err := s.conn.Exists("/")
+		return ok, err
+	})
+	return classify(err)
+}
+
+// Close closes every session: the server deletes their nodes at once,
+// which frees the locks they still hold.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	ss := b.sessions
+	b.sessions, b.closed = map[time.Duration]*session{}, true
+	b.mu.Unlock()
+	for _, s := range ss {
+		s.close()
+	}
+	return nil
+}
+
+// call runs f, a blocking go-zookeeper request, bounded by ctx. A request
+// that outlives ctx finishes on its own; callers that may create state make
+// sure a late success is undone (acq.create).
+func call[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := f()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, fmt.Errorf("zookeeper: no answer: %w", context.Cause(ctx))
+	}
+}
+
+// classify marks the errors that mean the ensemble cannot serve now (no
+// connection, no quorum, a session being moved or closed) as failures, for
+// the Client's breaker.
+func classify(err error) error {
+	switch {
+	case err == nil, errors.Is(err, driver.ErrContended), errors.Is(err, driver.ErrFailure), errors.Is(err, driver.ErrFinal):
+		return err
+	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrClosing),
+		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrSessionMoved),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errNotConnected):
+		return driver.Failure(err)
+	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed), errors.Is(err, zk.ErrInvalidACL), errors.Is(err, zk.ErrBadArguments):
+		return fmt.Errorf("%w: %w", err, driver.ErrFinal)
+	}
+	return err
+}
