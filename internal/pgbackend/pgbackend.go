@@ -131,6 +131,8 @@ type Backend struct {
 	holding  map[int64]int      // held leases by key id
 	trying   map[int64]int      // non-queued acquires in flight by key id
 	gates    map[string]*gate   // queued acquires' in-process line, by key
+	opening  int                // sessions being opened
+	opened   chan struct{}      // closed (and replaced) when an open ends
 	closed   bool
 }
 
@@ -223,6 +225,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 		holding:  make(map[int64]int),
 		trying:   make(map[int64]int),
 		gates:    make(map[string]*gate),
+		opened:   make(chan struct{}),
 	}, nil
 }
 
@@ -263,10 +266,13 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		b.mu.Unlock()
 	}()
 
+	budget := timeLeft(ctx)
 	s, err := b.pick(ctx, id, req.TTL)
 	if err != nil {
 		return 0, err
 	}
+	ctx, stop := refresh(ctx, budget)
+	defer stop()
 	b.mu.Lock()
 	if s.dead || s.leases[id] != nil {
 		b.mu.Unlock()
@@ -628,15 +634,36 @@ func (b *Backend) pick(ctx context.Context, id int64, ttl time.Duration) (*sessi
 			default:
 			}
 		}
-		st := b.pool.Stat()
-		room := len(b.slots) < b.maxHeld && (st.IdleConns() > 0 || st.TotalConns() < st.MaxConns())
+		room := b.opening+len(b.sessions) < b.maxHeld && len(b.slots) < b.maxHeld
+		if room && least != nil {
+			st := b.pool.Stat()
+			room = st.IdleConns() > 0 || st.TotalConns() < st.MaxConns()
+		}
+		if least == nil && !room && b.opening > 0 {
+			// The first sessions are being opened: wait for one.
+			ch := b.opened
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a session to open: %w", context.Cause(ctx))
+			}
+		}
 		if least == nil || room {
+			b.opening++
 			b.mu.Unlock()
 			s, err := b.open(ctx)
+			b.mu.Lock()
+			b.opening--
+			close(b.opened)
+			b.opened = make(chan struct{})
+			any := len(b.sessions) > 0
+			b.mu.Unlock()
 			if err == nil {
 				return s, nil
 			}
-			if least == nil || !errors.Is(err, ErrNoSession) {
+			if !any || !errors.Is(err, ErrNoSession) {
 				return nil, err
 			}
 			continue // lost a race for the last connection: use a session of the set
@@ -668,13 +695,41 @@ func (b *Backend) pick(ctx context.Context, id int64, ttl time.Duration) (*sessi
 	}
 }
 
+// timeLeft is how long ctx has until its deadline; 0 when it has none.
+func timeLeft(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return 0
+}
+
+// refresh gives the statement that follows a wait for a connection (which
+// is bounded by ConnWait, as set, and may take most of ctx's time, the
+// command timeout, or outlast it) that time afresh when the wait took more
+// than half of it; ctx's cancellation still ends it.
+func refresh(ctx context.Context, budget time.Duration) (context.Context, func()) {
+	if budget <= 0 || timeLeft(ctx) >= budget/2 || errors.Is(ctx.Err(), context.Canceled) {
+		return ctx, func() {}
+	}
+	fresh, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	unhook := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return fresh, func() { unhook(); cancel() }
+}
+
 // open takes a connection (a MaxHeld slot, then the pool) and makes it a
 // session of the set, with its op taken.
 func (b *Backend) open(ctx context.Context) (*session, error) {
+	budget := timeLeft(ctx)
 	conn, err := b.takeConn(ctx)
 	if err != nil {
 		return nil, err
 	}
+	ctx, stop := refresh(ctx, budget)
+	defer stop()
 	var prev string
 	if err := conn.QueryRow(ctx, sqlSetting).Scan(&prev); err != nil {
 		b.discard(conn)
