@@ -102,6 +102,12 @@ func (b pgBackend) Acquire(ctx context.Context, req *driver.Request) (int64, err
 	return fence, classify(err)
 }
 
+// AcquireWait marks its errors for the Client's breaker (classify).
+func (b pgBackend) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, time.Duration, error) {
+	fence, waited, err := b.Backend.AcquireWait(ctx, req, maxWait)
+	return fence, waited, classify(err)
+}
+
 // classify marks no free connection as capacity, and a connection exception
 // (SQLSTATE class 08) or a server shutting down or starting up (57P01
 // admin_shutdown, 57P02 crash_shutdown, 57P03 cannot_connect_now) as a

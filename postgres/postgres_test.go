@@ -709,16 +709,21 @@ func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
 	}
 }
 
-// TestFIFODomainRefused: a PostgreSQL client refuses a domain with FIFO
-// waiting, saying why, rather than polling under a name that promises a
-// queue.
-func TestFIFODomainRefused(t *testing.T) {
+// TestFIFODomainWithoutMaxWaitRefused: a FIFO domain is accepted on
+// PostgreSQL (TestFIFOOnPostgres; before, every FIFO domain was refused
+// with "wait fifo is not available on the postgres backend"), but not one
+// without a max_wait, saying why.
+func TestFIFODomainWithoutMaxWaitRefused(t *testing.T) {
 	pg := startPG(t)
 	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
 	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
 		Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Second}}})
-	err := d.Err()
-	if err == nil || !strings.Contains(err.Error(), "wait fifo is not available on the postgres backend") {
+	if err := d.Err(); err != nil {
 		t.Fatalf("FIFO domain on PostgreSQL: %v", err)
+	}
+	d = c.Domain(lockkit.DomainSpec{Name: "fifo-unbounded", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
+		Retry: lockkit.RetryPolicy{MaxAttempts: 2}}})
+	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "max_wait") {
+		t.Fatalf("FIFO domain on PostgreSQL without max_wait: %v", err)
 	}
 }
