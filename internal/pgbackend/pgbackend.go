@@ -286,7 +286,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if len(s.leases) == 0 && s.limit != req.TTL || req.TTL > s.limit {
 		limit = ttlString(req.TTL)
 	}
-	qctx, cancel := s.stmtCtx(ctx)
+	qctx, cancel, inline := s.stmtCtx(ctx, nil)
 	b.mu.Unlock()
 
 	query, args := sqlTry, []any{id, limit}
@@ -300,7 +300,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		st    stmt
 	)
 	sent := time.Now()
-	st.start(func() {
+	run := func() {
 		err := s.conn.QueryRow(qctx, query, args...).Scan(&ok, &fence, &set)
 		cancel()
 		b.mu.Lock()
@@ -326,7 +326,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 			// nothing else.
 			b.mu.Unlock()
 			uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
-			qctx, qcancel := s.stmtCtx(uctx)
+			qctx, qcancel, _ := s.stmtCtx(uctx, nil)
 			_, uerr := s.conn.Exec(qctx, sqlUnlock, id)
 			qcancel()
 			ucancel()
@@ -337,9 +337,14 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		}
 		b.mu.Unlock()
 		b.endOp(s)
-	})
-	if err := st.wait(ctx, &b.mu); err != nil {
-		return 0, fmt.Errorf("lockkit/pg: acquire: no answer within ctx (the statement goes on; a late grant is unlocked): %w", err)
+	}
+	if inline {
+		run()
+	} else {
+		st.start(run)
+		if err := st.wait(ctx, &b.mu); err != nil {
+			return 0, fmt.Errorf("lockkit/pg: acquire: no answer within ctx (the statement goes on; a late grant is unlocked): %w", err)
+		}
 	}
 	switch {
 	case st.err != nil:
@@ -416,19 +421,36 @@ func (st *stmt) wait(ctx context.Context, mu *sync.Mutex) error {
 }
 
 // stmtCtx is the context a statement on s runs under: ctx itself when no
-// lease on s may still be valid (closing the connection, as pgx does when
-// ctx ends mid-statement, frees nothing anyone counts on), otherwise one
-// that is not cancelled and ends at the latest of s's lease deadlines (and
-// not before ctx's deadline). b.mu is held.
-func (s *session) stmtCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if !s.keepUntil.After(time.Now()) {
-		return ctx, func() {}
+// lease on s but self may still be valid (closing the connection, as pgx
+// does when ctx ends mid-statement, frees nothing anyone counts on; inline
+// is then true: the statement may run in the caller's goroutine), otherwise
+// one that is not cancelled and ends at the latest of s's lease deadlines
+// (and not before ctx's deadline). b.mu is held.
+func (s *session) stmtCtx(ctx context.Context, self *lease) (qctx context.Context, cancel context.CancelFunc, inline bool) {
+	now := time.Now()
+	if !s.keepUntil.After(now) || s.othersExpired(self, now) {
+		return ctx, func() {}, true
 	}
 	until := s.keepUntil
 	if dl, ok := ctx.Deadline(); ok && dl.After(until) {
 		until = dl
 	}
-	return context.WithDeadline(context.WithoutCancel(ctx), until)
+	qctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), until)
+	return qctx, cancel, false
+}
+
+// othersExpired reports whether every lease on s but self is past its
+// deadline; on a session with many leases it does not look, and says no.
+func (s *session) othersExpired(self *lease, now time.Time) bool {
+	if len(s.leases) > 4 {
+		return false
+	}
+	for _, l := range s.leases {
+		if l != self && l.validUntil.After(now) {
+			return false
+		}
+	}
+	return true
 }
 
 // attach puts a granted lease on s. b.mu is held.
@@ -1155,13 +1177,13 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		b.mu.Unlock()
 		return false, fmt.Errorf("lockkit/pg: release: the session was busy until ctx ended; it is closed, freeing the lock, once its other locks are released: %w", werr)
 	}
-	qctx, cancel := s.stmtCtx(ctx)
+	qctx, cancel, inline := s.stmtCtx(ctx, l)
 	b.mu.Unlock()
 	var (
 		held bool
 		st   stmt
 	)
-	st.start(func() {
+	run := func() {
 		err := s.conn.QueryRow(qctx, sqlUnlock, l.id).Scan(&held)
 		cancel()
 		b.mu.Lock()
@@ -1178,9 +1200,14 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		}
 		b.mu.Unlock()
 		b.endOp(s)
-	})
-	if err := st.wait(ctx, &b.mu); err != nil {
-		return false, fmt.Errorf("lockkit/pg: release: no answer within ctx (the unlock goes on): %w", err)
+	}
+	if inline {
+		run()
+	} else {
+		st.start(run)
+		if err := st.wait(ctx, &b.mu); err != nil {
+			return false, fmt.Errorf("lockkit/pg: release: no answer within ctx (the unlock goes on): %w", err)
+		}
 	}
 	switch {
 	case st.err != nil && sessionGone(st.err):
