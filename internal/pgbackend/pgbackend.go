@@ -556,21 +556,31 @@ func (b *Backend) lingerLocked(s *session) {
 // locks dropped and its idle limit restored, or closed when that fails.
 func (b *Backend) retire(s *session) {
 	b.mu.Lock()
+	ok := b.takeEmpty(s)
+	b.mu.Unlock()
+	if ok {
+		b.restore(s.conn, s.prev)
+	}
+}
+
+// takeEmpty takes s out of the set, with its connection, if it carries no
+// lock and nothing is using or waiting for it. b.mu is held.
+func (b *Backend) takeEmpty(s *session) bool {
 	if s.dead || len(s.leases) > 0 || s.waiting > 0 || s.next != nil {
-		b.mu.Unlock()
-		return
+		return false
 	}
 	select {
 	case s.op <- struct{}{}:
 	default:
-		b.mu.Unlock()
-		return // busy: an acquire is on it
+		return false // busy: a statement is on it
 	}
-	s.dead = true // to everyone else; its connection is ours now
+	s.dead = true // to everyone else; its connection is the caller's now
 	close(s.gone)
 	b.unlist(s)
-	b.mu.Unlock()
-	b.restore(s.conn, s.prev)
+	if s.linger != nil {
+		s.linger.Stop()
+	}
+	return true
 }
 
 // restore gives a connection of the backend back to the pool with no
@@ -593,22 +603,10 @@ func (b *Backend) restore(conn *pgxpool.Conn, prev string) {
 func (b *Backend) waitConn(ctx context.Context) (conn *pgxpool.Conn, orig *string, err error) {
 	b.mu.Lock()
 	for _, s := range b.sessions {
-		if s.dead || len(s.leases) > 0 || s.waiting > 0 || s.next != nil {
-			continue
+		if b.takeEmpty(s) {
+			b.mu.Unlock()
+			return s.conn, &s.prev, nil
 		}
-		select {
-		case s.op <- struct{}{}:
-		default:
-			continue
-		}
-		s.dead = true // to everyone else; its connection is ours now
-		close(s.gone)
-		b.unlist(s)
-		if s.linger != nil {
-			s.linger.Stop()
-		}
-		b.mu.Unlock()
-		return s.conn, &s.prev, nil
 	}
 	b.mu.Unlock()
 	conn, err = b.takeConn(ctx)
