@@ -76,9 +76,9 @@ type Backend interface {
 
 // Capabilities is what a backend declares about its store, in one value: the
 // TTLs it keeps, whether it issues fences, and which optional operations it
-// has. A flag for an optional operation (FairQueue, Batching, Routing) is a
-// promise that the backend implements its interface (Queue, Batcher,
-// Router); the Client refuses to open a backend whose flags and methods
+// has. A flag for an optional operation (FairQueue, ServerQueue, Batching,
+// Routing) is a promise that the backend implements its interface (Queue,
+// Waiter, Batcher, Router); the Client refuses to open a backend whose flags and methods
 // disagree.
 type Capabilities struct {
 	// Name names the store the backend talks to (an address, a deployment):
@@ -104,6 +104,10 @@ type Capabilities struct {
 	// FairQueue: the backend implements Queue (FIFO waiting with push
 	// wake-up).
 	FairQueue bool
+	// ServerQueue: the backend implements Waiter (FIFO waiting in a queue
+	// the store keeps for blocked requests). A backend declares FairQueue or
+	// ServerQueue, not both.
+	ServerQueue bool
 	// Batching: the backend implements Batcher (several keys in one
 	// atomic step).
 	Batching bool

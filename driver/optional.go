@@ -91,6 +91,23 @@ type Queue interface {
 	QueueSubscribe(key, token string) QueueWaiter
 }
 
+// Waiter is implemented by a backend, declared by Capabilities.ServerQueue,
+// whose store keeps its own queue of blocked requests, granted in arrival
+// order the moment the lock is released (PostgreSQL's lock manager:
+// pg_advisory_lock). A FIFO domain on such a backend waits in that queue: the
+// Client sends AcquireWait, which returns when the lock is granted or the
+// wait runs out, and sends it again only after a backend error.
+type Waiter interface {
+	// AcquireWait is Acquire that waits in the store's queue, at most
+	// maxWait and never past ctx (whose end takes the request out of the
+	// queue). It returns ErrContended when maxWait runs out. waited is how
+	// long after the store received the request it granted it, on the
+	// store's clock, rounded down: the lease's TTL counts from the
+	// request's send + waited, never from the reply (the store's TTL may
+	// start before the reply arrives).
+	AcquireWait(ctx context.Context, req *Request, maxWait time.Duration) (fence int64, waited time.Duration, err error)
+}
+
 // QueueResult is one QueueAcquire's answer (or a pushed handover's grant).
 type QueueResult struct {
 	Granted  bool

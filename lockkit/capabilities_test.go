@@ -35,6 +35,7 @@ func TestNewRefusesCapabilitiesWithoutTheirInterface(t *testing.T) {
 		want string
 	}{
 		{driver.Capabilities{FairQueue: true}, "FairQueue but does not implement driver.Queue"},
+		{driver.Capabilities{ServerQueue: true}, "ServerQueue but does not implement driver.Waiter"},
 		{driver.Capabilities{Batching: true}, "Batching but does not implement driver.Batcher"},
 		{driver.Capabilities{Routing: true}, "Routing but does not implement driver.Router"},
 		{driver.Capabilities{MinTTL: time.Second, MaxTTL: time.Millisecond}, "impossible TTL limits"},

@@ -36,6 +36,7 @@ type Client struct {
 	caps       driver.Capabilities       // what the backend declared when it was opened
 	kind       string                    // the Spec's name ("redis", "postgres"), for errors
 	queue      driver.Queue              // the guarded backend's FIFO queues; nil when it keeps none
+	waiter     driver.Waiter             // the guarded backend's waits in its store's own queue; nil when it has none
 	noQueue    error                     // why FIFO domains are refused, when queue is nil
 	checkTTL   func(time.Duration) error // the backend's own TTL limit; nil when it has none
 	log        *slog.Logger
@@ -255,10 +256,13 @@ func (c *Client) open(spec driver.Spec) error {
 			name = caps.Name
 		}
 		g := c.guard(name, be).(*guarded)
-		if g.queue != nil {
+		switch {
+		case g.queue != nil:
 			c.queue = g
-		} else {
-			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue with push wake-up (only the Redis backend does); use wait poll", spec.Name)
+		case g.waiter != nil:
+			c.waiter = g
+		default:
+			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue (only the Redis and PostgreSQL backends do); use wait poll", spec.Name)
 		}
 		be = g
 	}
@@ -275,6 +279,12 @@ func checkCapabilities(name string, be driver.Backend, caps driver.Capabilities)
 	}
 	if _, ok := be.(driver.Queue); caps.FairQueue && !ok {
 		return missing("FairQueue", "Queue")
+	}
+	if _, ok := be.(driver.Waiter); caps.ServerQueue && !ok {
+		return missing("ServerQueue", "Waiter")
+	}
+	if caps.FairQueue && caps.ServerQueue {
+		return fmt.Errorf("lockkit: New: the %s backend declares both FairQueue and ServerQueue; a backend waits in one queue", name)
 	}
 	if _, ok := be.(driver.Batcher); caps.Batching && !ok {
 		return missing("Batching", "Batcher")

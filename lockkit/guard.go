@@ -27,6 +27,7 @@ type guarded struct {
 	router     driver.Router          // nil: one breaker
 	batcher    driver.Batcher         // nil: sets are taken one by one
 	queue      driver.Queue           // nil: be keeps no FIFO queues
+	waiter     driver.Waiter          // nil: be cannot wait in its store's own queue
 	extender   driver.ReplicaExtender // nil: be has no replicas to wait for
 	cmdTimeout time.Duration
 
@@ -48,6 +49,9 @@ func (c *Client) guard(name string, be driver.Backend) driver.Backend {
 	}
 	if caps.FairQueue {
 		g.queue, _ = be.(driver.Queue)
+	}
+	if caps.ServerQueue {
+		g.waiter, _ = be.(driver.Waiter)
 	}
 	g.extender, _ = be.(driver.ReplicaExtender)
 	if g.router == nil {
@@ -133,6 +137,22 @@ func (g *guarded) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	return r, err
 }
 
+// AcquireWait is a wait in the store's queue (driver.Waiter) through the
+// same breaker, bounded by the command timeout past maxWait: it can grant a
+// lock. A wait that runs out is contention, not a failure.
+func (g *guarded) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, time.Duration, error) {
+	var (
+		fence  int64
+		waited time.Duration
+	)
+	err := g.guardedAcquireFor(ctx, req, maxWait, func(ctx context.Context) error {
+		var err error
+		fence, waited, err = g.waiter.AcquireWait(ctx, req, maxWait)
+		return err
+	})
+	return fence, waited, err
+}
+
 // QueueRelease passes through, as Release does: it cannot grant this
 // caller a lock, and a waiter must be able to leave while the node is sick.
 func (g *guarded) QueueRelease(ctx context.Context, key, token, prev string) (bool, error) {
@@ -147,6 +167,12 @@ func (g *guarded) QueueSubscribe(key, token string) driver.QueueWaiter {
 // guardedAcquire runs one acquisition (acquire, sent by send under a ctx
 // bounded by the command timeout) through the breaker of req.Key's node.
 func (g *guarded) guardedAcquire(ctx context.Context, req *driver.Request, send func(context.Context) error) error {
+	return g.guardedAcquireFor(ctx, req, 0, send)
+}
+
+// guardedAcquireFor is guardedAcquire whose command may take wait longer
+// than the command timeout (a wait in the store's queue).
+func (g *guarded) guardedAcquireFor(ctx context.Context, req *driver.Request, wait time.Duration, send func(context.Context) error) error {
 	br := g.forKey(ctx, req.Key)
 	if trace.SpanFromContext(ctx).IsRecording() {
 		// Mark the acquisition whose outcome moved the breaker. Only when
@@ -160,7 +186,7 @@ func (g *guarded) guardedAcquire(ctx context.Context, req *driver.Request, send 
 	}
 	var realErr error
 	err := br.Do(ctx, func(ctx context.Context) error {
-		d := g.cmdTimeout + req.ReplicaTimeout
+		d := g.cmdTimeout + req.ReplicaTimeout + wait
 		// A timer, not only a deadline: see deadline.go.
 		cctx, cancel := context.WithTimeout(ctx, d)
 		err := send(cctx)

@@ -127,6 +127,9 @@ func (l Lock) acquireOn(ctx context.Context, be driver.Backend, retry, forDo boo
 		if q := c.queueOf(be); q != nil {
 			return l.acquireFIFO(ctx, hctx, actx, hold, be, q, retry, forDo)
 		}
+		if w := c.waiterOf(be); w != nil && retry && p.Retry.MaxAttempts > 1 {
+			return l.acquireServerQueue(ctx, hctx, actx, hold, be, w, forDo)
+		}
 	}
 	start := time.Now()
 	sched := retrySchedule{r: &p.Retry, start: start}

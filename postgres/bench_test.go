@@ -176,3 +176,78 @@ func runContended(b *testing.B, newC func() *lockkit.Client) {
 	b.ReportMetric(float64(retakes)/float64(n), "retake-share")
 	b.ReportMetric(float64(failures), "failures")
 }
+
+// BenchmarkAcquireReleasePaired interleaves the raw floor (pg_try_advisory_lock
+// + pg_advisory_unlock on one pooled connection, held for the run) and an
+// uncontended TryAcquire + Release through the Client, plain and fencing,
+// in every iteration (order rotated), so that a shared machine's drift hits
+// all alike, and reports each one's median µs and the median of the
+// per-iteration ratios to the floor:
+//
+//	go test ./postgres -run '^$' -bench AcquireReleasePaired -benchtime 3000x -count 3
+func BenchmarkAcquireReleasePaired(b *testing.B) {
+	pg := startPG(b)
+	ctx := context.Background()
+	pool := testserver.PgxPool(b, pg.DSN(), 8)
+	c := newClient(b, pool)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	lPlain := lockOf(c, "bench", lockkit.Policy{TTL: 10 * time.Second}, "paired")
+	lFence := lockOf(c, "bench-fencing", lockkit.Policy{TTL: 10 * time.Second, Fencing: true}, "paired")
+	id := postgres.KeyID("lock:{bench-floor}")
+	floor := func() {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", id).Scan(&ok); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", id).Scan(&ok); err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+	}
+	through := func(l lockkit.Lock) func() {
+		return func() {
+			lease, err := l.TryAcquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	ops := []func(){floor, through(lPlain), through(lFence)}
+	for _, op := range ops { // warm: sessions open, statements prepared
+		op()
+	}
+	var ns [3][]float64
+	var ratio [2][]float64
+	i := 0
+	for b.Loop() {
+		var d [3]float64
+		for k := range 3 {
+			j := (i + k) % 3
+			t0 := time.Now()
+			ops[j]()
+			d[j] = float64(time.Since(t0).Nanoseconds())
+		}
+		i++
+		for j := range 3 {
+			ns[j] = append(ns[j], d[j])
+		}
+		ratio[0] = append(ratio[0], d[1]/d[0])
+		ratio[1] = append(ratio[1], d[2]/d[0])
+	}
+	med := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(med(ns[0])/1e3, "floor-µs")
+	b.ReportMetric(med(ns[1])/1e3, "lockkit-µs")
+	b.ReportMetric(med(ns[2])/1e3, "fencing-µs")
+	b.ReportMetric(med(ratio[0]), "lockkit/floor")
+	b.ReportMetric(med(ratio[1]), "fencing/floor")
+}

@@ -102,9 +102,10 @@ func ExampleKeyID() {
 		uint32(id>>32), uint32(id))
 }
 
-// A held session lock keeps a connection from the pool for as long as it is
-// held. WithMaxHeld caps how many the locks take, so the application's own
-// queries always find a connection; WithConnWait bounds the wait for one.
+// Held session locks share a few connections of the pool, any number of
+// locks on each. WithMaxHeld caps how many connections the locks take, so the
+// application's own queries always find one; WithConnWait bounds the wait for
+// the first.
 func ExampleWithMaxHeld() {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
@@ -124,9 +125,9 @@ func ExampleWithMaxHeld() {
 	defer client.Close(ctx)
 }
 
-// With every connection the locks may take in use, an acquire waits this long
-// for one and then fails with ErrNoSession (and lockkit.ErrUnavailable)
-// rather than queue behind the holders.
+// When the client has no session yet and the pool has no free connection, an
+// acquire waits this long for one and then fails with ErrNoSession (and
+// lockkit.ErrUnavailable) rather than hang.
 func ExampleWithConnWait() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))

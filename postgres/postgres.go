@@ -8,20 +8,28 @@
 // It lives in its own package so that programs on Redis do not link pgx:
 // package lockkit does not import it.
 //
-// How a lease holds its lock: each held lease keeps one connection of pool
-// checked out, whose session owns pg_advisory_lock(id) and has
-// idle_session_timeout set to the TTL. The Client's renewals (every renew
-// interval, < TTL) are a liveness query on that session; a holder that stops
-// (paused process, cut network) stops renewing, the server ends its session
-// after the TTL and frees the lock, and the holder's own deadline passes
-// first, so its fn's ctx is cancelled with lockkit.ErrLockLost. A session
-// ended under a holder (pg_terminate_backend, a server restart) is found by
-// the next renewal: the lease is lost at once.
+// How a lease holds its lock: the client keeps a few connections of pool
+// checked out (at most WithMaxHeld), whose sessions each own any number of
+// pg_advisory_lock(id)s and have idle_session_timeout set to the longest TTL
+// among them. The Client's renewals (every renew interval, < TTL) are one
+// check per session of the locks it holds; a holder that stops (paused
+// process, cut network) stops renewing, the server ends its sessions after
+// the TTL and frees their locks, and the holder's own deadlines pass first,
+// so fn's ctx is cancelled with lockkit.ErrLockLost. A session ended under a
+// holder (pg_terminate_backend, a server restart) is found by the next
+// renewal: exactly the leases it carried are lost.
 //
-// Held locks take connections: at most half of the pool by default
-// (WithMaxHeld). An acquire that finds none free within WithConnWait fails
-// with an error matching lockkit.ErrUnavailable that says so, never a hang;
-// it does not trip the circuit breaker (the server is fine).
+// Domains with wait: fifo wait in PostgreSQL's own lock queue
+// (pg_advisory_lock), in arrival order, bounded by max_wait and ctx.
+//
+// Held locks share at most half of the pool's connections by default
+// (WithMaxHeld). An acquire that has no session to use and finds no free
+// connection within WithConnWait fails with an error matching
+// lockkit.ErrUnavailable that says so, never a hang; it does not trip the
+// circuit breaker (the server is fine). Each held lock takes an entry in the
+// server's shared lock table (about max_locks_per_transaction ×
+// max_connections entries in all): raise max_locks_per_transaction to hold
+// more than a few thousand at once.
 package postgres
 
 import (
@@ -44,14 +52,16 @@ var ErrNoSession = pgbackend.ErrNoSession
 // Option tunes the PostgreSQL backend.
 type Option struct{ set func(*pgbackend.Options) }
 
-// WithMaxHeld caps the connections held locks (and acquires in flight) take
-// from the pool at once. Default: half of the pool's MaxConns, at least 1.
-// Give the backend a pool of its own and set this to its MaxConns to let
-// locks use all of it.
+// WithMaxHeld caps the connections locks take from the pool at once:
+// sessions that carry any number of held locks each, and connections that
+// wait in PostgreSQL's queue for a wait: fifo domain. Default: half of the
+// pool's MaxConns, at least 1. More sessions let more acquires and renewals
+// run at once; give the backend a pool of its own and set this to its
+// MaxConns to let locks use all of it.
 func WithMaxHeld(n int) Option { return Option{func(o *pgbackend.Options) { o.MaxHeld = n }} }
 
-// WithConnWait bounds how long an acquire waits for a connection before it
-// fails with ErrNoSession. Default 500ms.
+// WithConnWait bounds how long an acquire that has no session to use waits
+// for a connection before it fails with ErrNoSession. Default 500ms.
 func WithConnWait(d time.Duration) Option {
 	return Option{func(o *pgbackend.Options) { o.ConnWait = d }}
 }
@@ -100,6 +110,12 @@ func (b pgBackend) Capabilities() driver.Capabilities {
 func (b pgBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	fence, err := b.Backend.Acquire(ctx, req)
 	return fence, classify(err)
+}
+
+// AcquireWait marks its errors for the Client's breaker (classify).
+func (b pgBackend) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, time.Duration, error) {
+	fence, waited, err := b.Backend.AcquireWait(ctx, req, maxWait)
+	return fence, waited, classify(err)
 }
 
 // classify marks no free connection as capacity, and a connection exception

@@ -80,21 +80,29 @@ func holderPID(t testing.TB, pool *pgxpool.Pool, key string) int {
 	return pid
 }
 
-// A pool whose connections are taken by held locks fails the next acquire
-// quickly with a clear error (ErrUnavailable, ErrNoSession), not a hang, and
-// that does not open the breaker.
-func TestPoolExhausted(t *testing.T) {
-	pg := startPG(t)
-	// Locks may take 2 of the pool's 4 connections (MaxHeld); the rest stay
-	// the application's (and answer the health check's ping).
-	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 4), postgres.WithMaxHeld(2), postgres.WithConnWait(200*time.Millisecond))
-	p := lockkit.Policy{TTL: 5 * time.Second}
-	for i := range 2 {
-		//lockkit-vet:ignore the point: these leases stay held until the client closes, to fill the pool
-		if _, err := lockOf(c, "pool", p, strconv.Itoa(i)).Acquire(ctxT(t, 5*time.Second)); err != nil {
+// exhaust checks out every connection of pool for the application until
+// the test ends.
+func exhaust(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for range pool.Config().MaxConns {
+		conn, err := pool.Acquire(ctxT(t, 10*time.Second))
+		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(conn.Release)
 	}
+}
+
+// A pool whose connections the application has all taken fails an acquire
+// (of a client with no session yet) quickly with a clear error
+// (ErrUnavailable, ErrNoSession), not a hang, and that does not open the
+// breaker; Health pings over a connection of its own.
+func TestPoolExhausted(t *testing.T) {
+	pg := startPG(t)
+	pool := testserver.PgxPool(t, pg.DSN(), 4)
+	c := newClient(t, pool, postgres.WithMaxHeld(2), postgres.WithConnWait(200*time.Millisecond))
+	exhaust(t, pool)
+	p := lockkit.Policy{TTL: 5 * time.Second}
 	for range 10 { // more than the breaker's default failure threshold
 		start := time.Now()
 		_, err := lockOf(c, "pool", p, "third").TryAcquire(ctxT(t, 10*time.Second))
@@ -114,12 +122,14 @@ func TestPoolExhausted(t *testing.T) {
 	}
 }
 
-// TestPoolExhaustedConnWait: with the default MaxHeld (half the pool) held,
-// more TryAcquires each wait the configured ConnWait, the default (equal to
-// the default command timeout) or a longer one, and fail with ErrNoSession;
+// TestPoolExhaustedConnWait: with the pool taken by the application, more
+// TryAcquires each wait the configured ConnWait, the default (equal to the
+// default command timeout) or a longer one, and fail with ErrNoSession;
 // none trips the breaker, and Health stays true. Before, the command
 // timeout cut the wait short ("waiting for a connection: context deadline
 // exceeded"), a longer ConnWait was silently capped, and the breaker opened.
+// Held locks never exhaust it any more: they share MaxHeld sessions
+// (TestManyLocksPerSession).
 func TestPoolExhaustedConnWait(t *testing.T) {
 	t.Parallel()
 	pg := startPG(t)
@@ -129,14 +139,10 @@ func TestPoolExhaustedConnWait(t *testing.T) {
 			if wait > 0 {
 				opts = append(opts, postgres.WithConnWait(wait))
 			}
-			c := newClient(t, testserver.PgxPool(t, pg.DSN(), 4), opts...)
+			pool := testserver.PgxPool(t, pg.DSN(), 4)
+			c := newClient(t, pool, opts...)
+			exhaust(t, pool)
 			p := lockkit.Policy{TTL: 5 * time.Second}
-			for i := range 2 {
-				//lockkit-vet:ignore the point: these leases stay held until the client closes, to fill MaxHeld
-				if _, err := lockOf(c, "pool", p, strconv.Itoa(i)).Acquire(ctxT(t, 5*time.Second)); err != nil {
-					t.Fatal(err)
-				}
-			}
 			want := wait
 			if want == 0 {
 				want = 500 * time.Millisecond
@@ -146,7 +152,7 @@ func TestPoolExhaustedConnWait(t *testing.T) {
 				_, err := lockOf(c, "pool", p, "more").TryAcquire(ctxT(t, 20*time.Second))
 				took := time.Since(start)
 				if !errors.Is(err, postgres.ErrNoSession) || !errors.Is(err, lockkit.ErrUnavailable) {
-					t.Fatalf("attempt %d with MaxHeld held = %v after %v; want ErrNoSession", i, err, took)
+					t.Fatalf("attempt %d with the pool exhausted = %v after %v; want ErrNoSession", i, err, took)
 				}
 				if took < want*9/10 || took > want+2*time.Second {
 					t.Fatalf("attempt %d failed after %v; want about the ConnWait %v", i, took, want)
@@ -399,17 +405,22 @@ func TestDoTx(t *testing.T) {
 	}
 }
 
-// TestFIFODomainRefused: a PostgreSQL client refuses a domain with FIFO
-// waiting, saying why, rather than polling under a name that promises a
-// queue.
-func TestFIFODomainRefused(t *testing.T) {
+// TestFIFODomainWithoutMaxWaitRefused: a FIFO domain is accepted on
+// PostgreSQL (TestFIFOOnPostgres; before, every FIFO domain was refused
+// with "wait fifo is not available on the postgres backend"), but not one
+// without a max_wait, saying why.
+func TestFIFODomainWithoutMaxWaitRefused(t *testing.T) {
 	pg := startPG(t)
 	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
 	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
 		Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Second}}})
-	err := d.Err()
-	if err == nil || !strings.Contains(err.Error(), "wait fifo is not available on the postgres backend") {
+	if err := d.Err(); err != nil {
 		t.Fatalf("FIFO domain on PostgreSQL: %v", err)
+	}
+	d = c.Domain(lockkit.DomainSpec{Name: "fifo-unbounded", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
+		Retry: lockkit.RetryPolicy{MaxAttempts: 2}}})
+	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "max_wait") {
+		t.Fatalf("FIFO domain on PostgreSQL without max_wait: %v", err)
 	}
 }
 

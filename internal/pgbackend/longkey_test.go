@@ -36,7 +36,7 @@ func TestLongFencingKeyWait(t *testing.T) {
 			var f int64
 			var err error
 			if i == 1 {
-				f, err = b1.AcquireWait(ctx, r, time.Second)
+				f, _, err = b1.AcquireWait(ctx, r, time.Second)
 			} else {
 				f, err = b1.Acquire(ctx, r)
 			}
@@ -49,7 +49,7 @@ func TestLongFencingKeyWait(t *testing.T) {
 			}
 			last = f
 			if i == 2 {
-				if _, err := b2.AcquireWait(ctx, req(key, time.Second, true), 20*time.Millisecond); err == nil {
+				if _, _, err := b2.AcquireWait(ctx, req(key, time.Second, true), 20*time.Millisecond); err == nil {
 					t.Fatalf("%d-byte key: a second holder was granted", len(key))
 				}
 				if s := storedFence(t, pool, pgbackend.FenceRowKey(key)); s != f {

@@ -1,62 +1,73 @@
 // Package pgbackend is lockkit's PostgreSQL backend: session advisory locks,
-// one dedicated pool connection per held lease, a server-side idle limit as
-// the TTL, and fences from a durable table issued in the grant's statement.
-// It does I/O only (see package driver): no retries, sleeps, logs or
-// telemetry.
+// many to a session, on at most MaxHeld connections of the application's
+// pool, a server-side idle limit as the TTL, and fences from a durable table
+// issued in the grant's statement. It does I/O only (see package driver): no
+// retries, sleeps, logs or telemetry.
 //
-// # How a lease holds its lock
+// # How leases share sessions
 //
-// Acquire takes a connection from the application's pgxpool.Pool (waiting at
-// most Options.ConnWait, and never holding more than Options.MaxHeld at once)
-// and runs one statement on it: pg_try_advisory_lock(KeyID(key)), the fence
-// upsert when asked, and set_config('idle_session_timeout', ttl). The
-// connection stays checked out for the whole hold; its session owns the lock.
-// Because every held lease has a session of its own, two goroutines of one
-// process exclude each other exactly as two processes do, although advisory
-// locks are re-entrant within a session.
+// The backend keeps a set of sessions: pool connections it has checked out,
+// at most Options.MaxHeld of them, each carrying any number of its locks.
+// Acquire runs pg_try_advisory_lock(KeyID(key)) (and the fence upsert, when
+// asked) on a session of the set: one that has no statement in flight if
+// there is one, otherwise a new one while the set is under MaxHeld,
+// otherwise the one with the fewest statements waiting. One statement runs
+// on a connection at a time, so each session serializes its own statements;
+// MaxHeld sessions run MaxHeld statements at once. Release is
+// pg_advisory_unlock on the lease's session. A session with no lock left is
+// given back to the pool (advisory locks dropped, idle limit restored) after
+// sessionLinger, so a burst does not keep the application's connections.
 //
-// Why a connection per lease rather than a few backend-owned sessions that
-// multiplex many locks behind an in-process exclusion map
-// (BenchmarkParallel16Paired: 16 goroutines each taking and releasing its own
-// key, the two ways interleaved, 2 busy shared CPUs): on loopback one shared
-// session was 1.08–1.64× slower per acquire+release than dedicated
-// connections (six runs, about 1.2× typically); with 1ms added to every reply, as a network
-// would, it was 7.7–8.6× slower (3.1–3.5ms against 0.38–0.46ms), because
-// every statement of every lease, renewals included, waits its turn on one
-// connection. A shared session also has one idle limit for locks of
-// different TTLs, and loses all of its locks at once when it ends. The cost
-// of a connection per lease is that held locks take connections: MaxHeld
-// (default half the pool) keeps them from taking the application's whole
-// pool, and a full pool or MaxHeld is an ErrNoSession error after ConnWait,
-// never a hang. Applications that hold many locks at once should give the
-// backend a pool of its own.
+// Advisory locks are re-entrant within a session, so the backend never puts
+// two leases of one lock id on one session: an acquire whose key id a lease
+// of this backend holds, or is trying, is ErrContended without a round trip
+// (two goroutines of one process exclude each other as two processes do).
+//
+// Renewal costs one round trip per session, not per lease: an Extend joins
+// the session's next check, a single statement that lists the advisory
+// locks the session holds (pg_locks), sent after every Extend that joined
+// it; each lease whose lock is listed is renewed, and each whose lock is not
+// is lost. A session that is gone (pg_terminate_backend, the idle limit, a
+// restart, a closed connection) loses exactly the leases it carried: each
+// one's Extend answers held = false, and nothing else is touched.
 //
 // # Waiting
 //
-// Acquire tries once (pg_try_advisory_lock); the Client polls it with
-// backoff. AcquireWait waits in PostgreSQL's FIFO lock queue instead. With
-// 16 contenders over 4 pools and 1 ms holds (TestWaitStrategies, 3–5s per
-// strategy), polling let the releaser take the lock straight back 78–99% of
-// the time, with wait p99 0.26–2.6s and a worst wait of 1.9–5.8s; the queue
-// handed it over in arrival order (0% re-takes), wait p99 77–132ms, worst
-// 159–303ms, at 418–497 critical sections/s against 274–456 for polling.
+// Acquire tries once; the Client polls it with backoff. AcquireWait
+// (driver.Waiter) waits in PostgreSQL's own lock queue instead, which grants
+// in arrival order: pg_advisory_lock under a statement-local lock_timeout, on
+// a connection of its own (a blocked statement would hold up the renewals
+// of every lease on a shared session), which joins the set, with its lock,
+// when granted. With 16 contenders over 4 pools and 1 ms holds
+// (TestWaitStrategies, 3–5s per strategy), polling let the releaser take the
+// lock straight back 78–99% of the time, with wait p99 0.26–2.6s and a worst
+// wait of 1.9–5.8s; the queue handed it over in arrival order (0% re-takes),
+// wait p99 77–132ms, worst 159–303ms. Within one backend, queued acquires of
+// one key line up in process (in arrival order) and only the first waits in
+// PostgreSQL: a key's waiters cost one connection per process.
 //
 // # The TTL
 //
 // A session lock never expires while its session lives, and a stopped process
-// keeps its session (its kernel still answers TCP keepalives). So the holding
-// session gets idle_session_timeout = ttl: the server ends a session that has
-// sent nothing for ttl, and its lock with it. Extend, which the Client sends
-// every renew interval (< ttl), is a statement on that session, so a live
-// holder is never idle that long; a paused or cut-off one is, and loses the
-// lock within about ttl. The server's idle clock starts when a statement
-// ends, later than the Client's (which starts before the request is sent),
-// so the server never frees a lock before the Client's own deadline for it.
+// keeps its session (its kernel still answers TCP keepalives). So a session
+// that carries locks has idle_session_timeout = the longest TTL among them
+// (it is raised when a lock with a longer TTL joins, and set afresh when an
+// empty session takes its first lock; acquires prefer a session whose limit
+// is the lock's TTL): the server ends a session that has sent nothing for
+// that long, and its locks with it. Renewals, which the Client sends every
+// renew interval (< ttl), are statements on that session, so a live holder
+// is never idle that long; a paused or cut-off one is, and loses its locks
+// within about the longest TTL on its session. The server's idle clock
+// starts when a statement ends, later than the Client's (which starts before
+// the request is sent), so the server never frees a lock before the Client's
+// own deadline for it.
 //
-// Release unlocks, runs pg_advisory_unlock_all() and restores the session's
-// idle_session_timeout before the connection goes back to the pool; when
-// anything about that is uncertain the connection is closed instead (which
-// frees whatever it held), never returned.
+// A connection that carries a lease is never closed while any lease on it
+// may still be valid on the Client's clock (closing it frees every lock it
+// carries): each statement on a session runs on a context of its own,
+// bounded by the latest deadline of the leases on it, and a caller whose ctx
+// ends first gets an error while the statement goes on; its outcome is
+// applied when it ends (a grant nobody waits for any more is unlocked).
 package pgbackend
 
 import (
@@ -75,42 +86,54 @@ import (
 )
 
 // ErrNoSession is wrapped by an acquire that found no connection to hold
-// the lock on within Options.ConnWait: MaxHeld leases are held (or being
-// acquired) already, or the pool has no free connection. It is a backend
-// failure, not contention.
+// the lock on within Options.ConnWait: the backend has no session yet and
+// the pool has no free connection (or MaxHeld connections wait in
+// PostgreSQL's queue already). It is a backend failure, not contention.
 var ErrNoSession = errors.New("lockkit/pg: no free connection to hold a lock on")
 
 // DefaultConnWait is Options.ConnWait's default.
 const DefaultConnWait = 500 * time.Millisecond
 
+// sessionLinger is how long a session with no lock left stays in the set
+// before it goes back to the pool.
+const sessionLinger = time.Second
+
 // Options tune a Backend. The zero value is the default.
 type Options struct {
 	// MaxHeld caps the connections the backend takes from the pool at once
-	// (held leases plus acquires in flight), so that held locks cannot take
-	// the whole pool from the application. 0 means half the pool's MaxConns,
-	// at least 1. Give the backend a pool of its own and set MaxHeld to its
-	// MaxConns to let locks use all of it.
+	// (sessions that carry locks, and connections waiting in PostgreSQL's
+	// queue), so that locks cannot take the whole pool from the
+	// application. Any number of locks share them. 0 means half the pool's
+	// MaxConns, at least 1.
 	MaxHeld int
 	// ConnWait bounds how long an acquire waits for a connection (a MaxHeld
-	// slot, then the pool) before failing with ErrNoSession. 0 means
-	// DefaultConnWait; ctx's deadline bounds it too.
+	// slot, then the pool) before failing with ErrNoSession, when the
+	// backend has no session it could use instead. 0 means
+	// DefaultConnWait; ctx's cancellation ends it too.
 	ConnWait time.Duration
 }
 
-// Backend implements driver.Backend over a pgxpool.Pool. It is safe for
-// concurrent use.
+// Backend implements driver.Backend and driver.Waiter over a pgxpool.Pool.
+// It is safe for concurrent use.
 type Backend struct {
 	pool     *pgxpool.Pool
 	maxHeld  int
 	connWait time.Duration
 	slots    chan struct{} // one token per connection the backend has out of the pool
 
-	mu      sync.Mutex
-	leases  map[leaseID]*lease // held, or being acquired (conn nil)
-	holding map[string]int     // held leases by key
-	trying  map[string]int     // non-queued acquires in flight by key
-	gates   map[string]*gate   // queued acquires' in-process line, by key
-	closed  bool
+	life     context.Context // ended by Close: waits in PostgreSQL's queue end with it
+	stopLife context.CancelFunc
+
+	// mu guards the backend's, its sessions' and its leases' state.
+	mu       sync.Mutex
+	sessions []*session
+	leases   map[leaseID]*lease // held, or being acquired (s nil)
+	holding  map[int64]int      // held leases by key id
+	trying   map[int64]int      // non-queued acquires in flight by key id
+	gates    map[string]*gate   // queued acquires' in-process line, by key
+	opening  int                // sessions being opened
+	opened   chan struct{}      // closed (and replaced) when an open ends
+	closed   bool
 }
 
 type leaseID struct{ key, token string }
@@ -125,24 +148,47 @@ type gate struct {
 	refs int           // acquires using the gate; it is dropped at 0
 }
 
-var _ driver.Backend = (*Backend)(nil)
+var (
+	_ driver.Backend = (*Backend)(nil)
+	_ driver.Waiter  = (*Backend)(nil)
+)
 
-// lease is one held lock and the connection whose session holds it.
-type lease struct {
-	token string
-	id    int64
-
-	mu   sync.Mutex // serializes Extend and Release on conn
+// session is one connection the backend has checked out of the pool, whose
+// PostgreSQL session carries any number of the backend's locks. Its fields
+// are guarded by Backend.mu, except op, conn (used by op's holder) and prev.
+type session struct {
 	conn *pgxpool.Conn
-	prev string        // the session's idle_session_timeout before the acquire, restored on release
-	ttl  time.Duration // the idle limit in force
-	dead bool          // the session is gone or was closed: the lock is not held
+	prev string        // idle_session_timeout before the backend took conn
+	op   chan struct{} // holds a token while a statement is in flight (or being prepared) on conn
+	gone chan struct{} // closed when the session is dead
 
-	leave func() // a queued acquire's: lets the next local waiter through its gate; nil otherwise
+	leases    map[int64]*lease // by key id: at most one lease per id
+	limit     time.Duration    // idle_session_timeout in force
+	keepUntil time.Time        // no lease on conn is valid on the Client after this (an upper bound)
+	waiting   int              // acquires and releases waiting for op
+	next      *round           // the check that Extends join; nil when none is open
+	dead      bool             // conn is closed, or closed by op's holder: the session holds nothing
+	retiring  bool             // takes no new lock; closed once its last lease is gone
+	linger    *time.Timer      // gives the session back when it has been empty for sessionLinger
+}
 
-	validUntil time.Time     // the latest the Client can count the lease valid: last grant or renewal sent + its ttl
-	inflight   chan struct{} // closed when the Extend statement in flight on conn ends; nil when none is
-	orphan     *pgxpool.Conn // released while a renewal was in flight: that statement closes it when it ends
+// round is one check of a session's locks, shared by the Extends that
+// joined it before it was sent.
+type round struct {
+	done chan struct{}
+	ttl  time.Duration // the longest ttl asked for: the idle limit must cover it
+	err  error         // cannot tell (the session and its leases are kept)
+}
+
+// lease is one held lock: the session that carries it, and its bounds.
+type lease struct {
+	key, token string
+	id         int64
+	s          *session      // nil while being acquired
+	ttl        time.Duration // the last ttl asked for
+	validUntil time.Time     // the latest the Client can count the lease valid: last grant or check sent + its ttl
+	dead       bool          // lost, released or closed
+	leave      func()        // a queued acquire's: lets the next local waiter through its gate; nil otherwise
 }
 
 // New returns a backend that holds its locks on connections of pool. It does
@@ -167,199 +213,695 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	if opts.ConnWait == 0 {
 		opts.ConnWait = DefaultConnWait
 	}
+	life, stopLife := context.WithCancel(context.Background())
 	return &Backend{
 		pool:     pool,
 		maxHeld:  opts.MaxHeld,
 		connWait: opts.ConnWait,
 		slots:    make(chan struct{}, opts.MaxHeld),
+		life:     life,
+		stopLife: stopLife,
 		leases:   make(map[leaseID]*lease),
-		holding:  make(map[string]int),
-		trying:   make(map[string]int),
+		holding:  make(map[int64]int),
+		trying:   make(map[int64]int),
 		gates:    make(map[string]*gate),
+		opened:   make(chan struct{}),
 	}, nil
 }
 
-// Acquire takes req.Key with pg_try_advisory_lock on a connection of its own
-// and keeps that connection for the hold. It returns the fence (0 without
-// req.Fencing), driver.ErrContended when the key is held (by any session,
-// including another lease of this backend), an error wrapping ErrNoSession
-// when no connection was free within ConnWait, or another error.
+var errClosed = errors.New("lockkit/pg: backend closed")
+
+// Acquire takes req.Key with pg_try_advisory_lock on one of the backend's
+// sessions. It returns the fence (0 without req.Fencing),
+// driver.ErrContended when the key is held (by any session, including
+// another lease of this backend), an error wrapping ErrNoSession when it had
+// no session and no connection was free within ConnWait, or another error.
 func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
-	return b.acquire(ctx, req, 0)
-}
-
-// AcquireWait is Acquire that waits in PostgreSQL's own queue for the lock,
-// at most maxWait (and never past ctx's deadline): pg_advisory_lock under a
-// statement-local lock_timeout. Waiters are granted in arrival order, and a
-// release wakes the next waiter at once, with no polling. It returns
-// driver.ErrContended when the wait runs out. Within one backend, queued
-// acquires of one key line up in process (in arrival order) and only the
-// first waits in PostgreSQL, on a pool connection (counted in MaxHeld): a
-// key's waiters cost one connection per process, not one each.
-func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, error) {
-	if maxWait < time.Millisecond {
-		return 0, fmt.Errorf("lockkit/pg: AcquireWait: maxWait %v is under a millisecond", maxWait)
-	}
-	return b.acquire(ctx, req, maxWait)
-}
-
-func (b *Backend) acquire(ctx context.Context, req *driver.Request, maxWait time.Duration) (int64, error) {
-	if req == nil {
-		return 0, errors.New("lockkit/pg: nil request")
-	}
-	if err := checkKeyTTL(req.Key, req.TTL); err != nil {
+	if err := checkRequest(req); err != nil {
 		return 0, err
 	}
-	if req.Token == "" {
-		return 0, errors.New("lockkit/pg: empty token")
-	}
-
-	// When a lease of this backend holds the key, or another of its
-	// acquires is trying it, the answer is ErrContended without a round trip
-	// or a connection: same-process contenders do not add to the server's
-	// load. A queued acquire (maxWait > 0) skips this and waits in
-	// PostgreSQL's queue behind them.
-	lid := leaseID{req.Key, req.Token}
-	l := &lease{token: req.Token, id: KeyID(req.Key), ttl: req.TTL}
+	lid, id := leaseID{req.Key, req.Token}, KeyID(req.Key)
+	l := &lease{key: req.Key, token: req.Token, id: id, ttl: req.TTL}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return 0, errors.New("lockkit/pg: backend closed")
+		return 0, errClosed
 	}
-	if _, dup := b.leases[lid]; dup || maxWait == 0 && b.holding[req.Key]+b.trying[req.Key] > 0 {
+	if _, dup := b.leases[lid]; dup || b.holding[id]+b.trying[id] > 0 {
+		// Held or being tried by this backend: no round trip, no session.
 		b.mu.Unlock()
 		return 0, driver.ErrContended
 	}
 	b.leases[lid] = l
-	if maxWait == 0 {
-		b.trying[req.Key]++
-	}
+	b.trying[id]++
 	b.mu.Unlock()
-	held := false
 	defer func() {
 		b.mu.Lock()
-		if maxWait == 0 {
-			if b.trying[req.Key]--; b.trying[req.Key] <= 0 {
-				delete(b.trying, req.Key)
-			}
+		if b.trying[id]--; b.trying[id] <= 0 {
+			delete(b.trying, id)
 		}
-		if !held && b.leases[lid] == l {
+		if l.s == nil && b.leases[lid] == l {
 			delete(b.leases, lid)
 		}
 		b.mu.Unlock()
 	}()
 
-	if maxWait > 0 {
-		deadline := time.Now().Add(maxWait)
-		leave, err := b.enter(ctx, req.Key, maxWait)
-		if err != nil {
-			return 0, err
-		}
-		defer func() {
-			if !held {
-				leave()
-			}
-		}()
-		l.mu.Lock()
-		l.leave = leave
-		l.mu.Unlock()
-		if maxWait = time.Until(deadline); maxWait < time.Millisecond {
-			return 0, driver.ErrContended
-		}
-	}
-
-	budget, timed := time.Duration(0), false
-	if dl, ok := ctx.Deadline(); ok {
-		budget, timed = time.Until(dl), true
-	}
-	conn, err := b.takeConn(ctx)
+	budget := timeLeft(ctx)
+	s, err := b.pick(ctx, id, req.TTL)
 	if err != nil {
 		return 0, err
 	}
-	if dl, _ := ctx.Deadline(); timed && time.Until(dl) < budget/2 && !errors.Is(ctx.Err(), context.Canceled) {
-		// The wait for a connection (ConnWait, as set) took most of ctx's
-		// time (the command timeout) or outlasted it: the statement gets
-		// that time afresh, and ctx's cancellation still ends it.
-		var cancel context.CancelFunc
-		parent := ctx
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), budget)
-		defer cancel()
-		defer context.AfterFunc(parent, func() {
-			if errors.Is(parent.Err(), context.Canceled) {
-				cancel()
-			}
-		})()
+	ctx, stop := refresh(ctx, budget)
+	defer stop()
+	b.mu.Lock()
+	if s.dead || s.leases[id] != nil {
+		b.mu.Unlock()
+		b.endOp(s)
+		if s.dead {
+			return 0, fmt.Errorf("lockkit/pg: acquire: the session ended before the statement was sent")
+		}
+		return 0, driver.ErrContended
 	}
-	var (
-		query string
-		args  = []any{l.id, ttlString(req.TTL)}
-	)
-	switch {
-	case maxWait == 0 && !req.Fencing:
-		query = sqlTry
-	case maxWait == 0:
-		query, args = fenceQuery(req.Key, sqlTryFence, sqlTryFenceLong, append(args, req.Key))
-	default:
-		wait := maxWait
-		if dl, ok := ctx.Deadline(); ok {
-			// End the wait on the server before ctx ends it on the client
-			// (which would close the connection), leaving a quarter of
-			// what remains, at least 25ms, for the round trip.
-			left := time.Until(dl)
-			wait = min(wait, left-max(left/4, 25*time.Millisecond))
-		}
-		if wait < time.Millisecond {
-			b.giveBack(conn)
-			return 0, fmt.Errorf("lockkit/pg: AcquireWait: ctx leaves no time to wait: %w", context.DeadlineExceeded)
-		}
-		query, args = sqlWait, append(args, msString(wait))
-		if req.Fencing {
-			query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, append(args[:2], req.Key, msString(wait)))
-		}
+	limit := ""
+	if len(s.leases) == 0 && s.limit != req.TTL || req.TTL > s.limit {
+		limit = ttlString(req.TTL)
 	}
+	qctx, cancel, inline := s.stmtCtx(ctx, nil)
+	b.mu.Unlock()
 
+	query, args := sqlTry, []any{id, limit}
+	if req.Fencing {
+		query, args = fenceQuery(req.Key, sqlTryFence, sqlTryFenceLong, append(args, req.Key))
+	}
 	var (
 		ok    bool
-		prev  string
 		fence int64
 		set   *string
+		st    stmt
 	)
-	l.validUntil = time.Now().Add(req.TTL) // not shared yet: the lease has no conn
-	err = conn.QueryRow(ctx, query, args...).Scan(&ok, &prev, &fence, &set)
-	switch {
-	case err == nil && ok:
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.dead { // Close ran meanwhile
-			b.discard(conn)
-			return 0, errors.New("lockkit/pg: backend closed")
-		}
-		l.conn, l.prev = conn, prev
-		held = true
+	sent := time.Now()
+	run := func() {
+		err := s.conn.QueryRow(qctx, query, args...).Scan(&ok, &fence, &set)
+		cancel()
 		b.mu.Lock()
-		if b.leases[lid] == l { // not dropped by Close
-			b.holding[req.Key]++
+		late := st.finish()
+		st.err = err
+		if err == nil && limit != "" {
+			s.limit = req.TTL
+		}
+		switch {
+		case s.dead:
+			// Closed meanwhile (Close): endOp closes the connection.
+		case err == nil && ok && !late && !b.closed && b.leases[lid] == l:
+			l.s, l.validUntil = s, sent.Add(req.TTL)
+			b.attach(s, l)
+		case err == nil && !ok:
+		case err != nil && (sessionGone(err) || s.conn.Conn().IsClosed()):
+			b.kill(s)
+		default:
+			// Granted but taken by nobody (the caller left, or Close ran),
+			// or failed after the lock may have been taken (a session lock
+			// outlives its aborted statement): unlock it, still holding op.
+			// No lease of this backend holds id on s, so this frees
+			// nothing else.
+			b.mu.Unlock()
+			uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
+			qctx, qcancel, _ := s.stmtCtx(uctx, nil)
+			_, uerr := s.conn.Exec(qctx, sqlUnlock, id)
+			qcancel()
+			ucancel()
+			b.mu.Lock()
+			if uerr != nil {
+				b.taint(s, uerr)
+			}
 		}
 		b.mu.Unlock()
-		return fence, nil
-	case err == nil:
-		// Not taken: the statement changed nothing on the session.
-		b.giveBack(conn)
+		b.endOp(s)
+	}
+	if inline {
+		run()
+	} else {
+		st.start(run)
+		if err := st.wait(ctx, &b.mu); err != nil {
+			return 0, fmt.Errorf("lockkit/pg: acquire: no answer within ctx (the statement goes on; a late grant is unlocked): %w", err)
+		}
+	}
+	switch {
+	case st.err != nil:
+		if req.Fencing {
+			return 0, fmt.Errorf("lockkit/pg: acquire: %w", wrapFenceErr(st.err))
+		}
+		return 0, fmt.Errorf("lockkit/pg: acquire: %w", st.err)
+	case !ok:
 		return 0, driver.ErrContended
-	case maxWait > 0 && sqlState(err) == "55P03":
+	}
+	b.mu.Lock()
+	held := l.s != nil && !l.dead
+	b.mu.Unlock()
+	if !held {
+		return 0, errClosed
+	}
+	return fence, nil
+}
+
+// checkRequest rejects what no lock can be taken with.
+func checkRequest(req *driver.Request) error {
+	if req == nil {
+		return errors.New("lockkit/pg: nil request")
+	}
+	if err := checkKeyTTL(req.Key, req.TTL); err != nil {
+		return err
+	}
+	if req.Token == "" {
+		return errors.New("lockkit/pg: empty token")
+	}
+	return nil
+}
+
+// stmt is one statement run in a goroutine of its own, which the caller
+// waits for at most until its ctx ends; done, late and err are guarded by
+// the mutex given to wait.
+type stmt struct {
+	done     chan struct{}
+	finished bool
+	late     bool // the caller stopped waiting
+	err      error
+}
+
+func (st *stmt) start(run func()) {
+	st.done = make(chan struct{})
+	go func() {
+		defer close(st.done)
+		run()
+	}()
+}
+
+// finish marks the statement ended and reports whether the caller left.
+// The mutex is held.
+func (st *stmt) finish() bool {
+	st.finished = true
+	return st.late
+}
+
+// wait waits for the statement, or for ctx: then the statement is marked
+// late (unless it just ended) and ctx's cause returned.
+func (st *stmt) wait(ctx context.Context, mu *sync.Mutex) error {
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if st.finished {
+		return nil
+	}
+	st.late = true
+	return context.Cause(ctx)
+}
+
+// stmtCtx is the context a statement on s runs under: ctx itself when no
+// lease on s but self may still be valid (closing the connection, as pgx
+// does when ctx ends mid-statement, frees nothing anyone counts on; inline
+// is then true: the statement may run in the caller's goroutine), otherwise
+// one that is not cancelled and ends at the latest of s's lease deadlines
+// (and not before ctx's deadline). b.mu is held.
+func (s *session) stmtCtx(ctx context.Context, self *lease) (qctx context.Context, cancel context.CancelFunc, inline bool) {
+	now := time.Now()
+	if !s.keepUntil.After(now) || s.othersExpired(self, now) {
+		return ctx, func() {}, true
+	}
+	until := s.keepUntil
+	if dl, ok := ctx.Deadline(); ok && dl.After(until) {
+		until = dl
+	}
+	qctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), until)
+	return qctx, cancel, false
+}
+
+// othersExpired reports whether every lease on s but self is past its
+// deadline; on a session with many leases it does not look, and says no.
+func (s *session) othersExpired(self *lease, now time.Time) bool {
+	if len(s.leases) > 4 {
+		return false
+	}
+	for _, l := range s.leases {
+		if l != self && l.validUntil.After(now) {
+			return false
+		}
+	}
+	return true
+}
+
+// attach puts a granted lease on s. b.mu is held.
+func (b *Backend) attach(s *session, l *lease) {
+	s.leases[l.id] = l
+	if l.validUntil.After(s.keepUntil) {
+		s.keepUntil = l.validUntil
+	}
+	b.holding[l.id]++
+}
+
+// detach takes l off its session and out of the backend's books: its key,
+// and its place on the session, are free at once. b.mu is held.
+func (b *Backend) detach(l *lease) {
+	l.dead = true
+	lid := leaseID{l.key, l.token}
+	if b.leases[lid] == l {
+		delete(b.leases, lid)
+	}
+	if s := l.s; s != nil && s.leases[l.id] == l {
+		delete(s.leases, l.id)
+		if b.holding[l.id]--; b.holding[l.id] <= 0 {
+			delete(b.holding, l.id)
+		}
+		if len(s.leases) == 0 && s.retiring {
+			b.kill(s)
+		}
+	}
+	if l.leave != nil {
+		l.leave()
+		l.leave = nil
+	}
+}
+
+// kill ends s: every lease it carries is lost, and its connection is closed
+// by whoever holds its op (now, when nobody does). b.mu is held.
+func (b *Backend) kill(s *session) {
+	if s.dead {
+		return
+	}
+	s.dead = true
+	close(s.gone)
+	for _, l := range s.leases {
+		b.detach(l)
+	}
+	b.unlist(s)
+	if s.linger != nil {
+		s.linger.Stop()
+	}
+	select {
+	case s.op <- struct{}{}:
+		go b.discard(s.conn) // nobody is using it; it never gives op back
+	default:
+		// The statement in flight closes it when it ends (endOp).
+	}
+}
+
+// taint handles a statement error on s: a session that is gone, or whose
+// connection pgx closed, is killed (its leases lost); one that lives but did
+// something this backend cannot account for (an unlock whose outcome is
+// unknown) takes no new lock and is closed when its last lease is gone.
+// b.mu is held.
+func (b *Backend) taint(s *session, err error) {
+	switch {
+	case s.dead:
+	case sessionGone(err) || s.conn.Conn().IsClosed():
+		b.kill(s)
+	default:
+		s.retiring = true
+		if len(s.leases) == 0 {
+			b.kill(s)
+		}
+	}
+}
+
+// endOp ends the statement of op's holder: a dead session's connection is
+// closed (and op kept, so nobody uses it again).
+func (b *Backend) endOp(s *session) {
+	b.mu.Lock()
+	dead := s.dead
+	if !dead && len(s.leases) == 0 {
+		b.lingerLocked(s)
+	}
+	b.mu.Unlock()
+	if dead {
+		b.discard(s.conn)
+		return
+	}
+	<-s.op
+}
+
+// lingerLocked gives s back to the pool if it is still empty and unused
+// after sessionLinger. b.mu is held.
+func (b *Backend) lingerLocked(s *session) {
+	if s.linger == nil {
+		s.linger = time.AfterFunc(sessionLinger, func() { b.retire(s) })
+		return
+	}
+	s.linger.Reset(sessionLinger)
+}
+
+// retire gives an empty, unused session back to the pool: its advisory
+// locks dropped and its idle limit restored, or closed when that fails.
+func (b *Backend) retire(s *session) {
+	b.mu.Lock()
+	ok := b.takeEmpty(s)
+	b.mu.Unlock()
+	if ok {
+		b.restore(s.conn, s.prev)
+	}
+}
+
+// takeEmpty takes s out of the set, with its connection, if it carries no
+// lock and nothing is using or waiting for it. b.mu is held.
+func (b *Backend) takeEmpty(s *session) bool {
+	if s.dead || len(s.leases) > 0 || s.waiting > 0 || s.next != nil {
+		return false
+	}
+	select {
+	case s.op <- struct{}{}:
+	default:
+		return false // busy: a statement is on it
+	}
+	s.dead = true // to everyone else; its connection is the caller's now
+	close(s.gone)
+	b.unlist(s)
+	if s.linger != nil {
+		s.linger.Stop()
+	}
+	return true
+}
+
+// restore gives a connection of the backend back to the pool with no
+// advisory lock and its idle limit as it was (prev), or closes it when that
+// fails.
+func (b *Backend) restore(conn *pgxpool.Conn, prev string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var all, set *string
+	if err := conn.QueryRow(ctx, sqlRetire, prev).Scan(&all, &set); err != nil {
+		b.discard(conn)
+		return
+	}
+	b.giveBack(conn)
+}
+
+// waitConn is a connection to wait in PostgreSQL's queue on: an empty
+// session's, taken out of the set (orig is then its idle limit as the pool
+// gave it), else a new one (takeConn).
+func (b *Backend) waitConn(ctx context.Context) (conn *pgxpool.Conn, orig *string, err error) {
+	b.mu.Lock()
+	for _, s := range b.sessions {
+		if b.takeEmpty(s) {
+			b.mu.Unlock()
+			return s.conn, &s.prev, nil
+		}
+	}
+	b.mu.Unlock()
+	conn, err = b.takeConn(ctx)
+	return conn, nil, err
+}
+
+// unlist takes s out of the set. b.mu is held.
+func (b *Backend) unlist(s *session) {
+	for i, x := range b.sessions {
+		if x == s {
+			b.sessions = append(b.sessions[:i], b.sessions[i+1:]...)
+			return
+		}
+	}
+}
+
+// pick returns a session of the set to run a statement on, with its op
+// taken: a live session with no statement in flight (one whose idle limit
+// is ttl first), else a new one while the set is under MaxHeld, else the
+// one with the fewest statements waiting, once its op is free.
+func (b *Backend) pick(ctx context.Context, id int64, ttl time.Duration) (*session, error) {
+	for {
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			return nil, errClosed
+		}
+		var free, least *session
+		for _, s := range b.sessions {
+			if s.retiring || s.leases[id] != nil {
+				continue
+			}
+			if len(s.op) == 0 && (free == nil || s.limit == ttl && free.limit != ttl) {
+				free = s
+			}
+			if least == nil || s.waiting < least.waiting {
+				least = s
+			}
+		}
+		if free != nil {
+			select {
+			case free.op <- struct{}{}:
+				b.mu.Unlock()
+				return free, nil
+			default:
+			}
+		}
+		room := b.opening+len(b.sessions) < b.maxHeld && len(b.slots) < b.maxHeld
+		if room && least != nil {
+			st := b.pool.Stat()
+			room = st.IdleConns() > 0 || st.TotalConns() < st.MaxConns()
+		}
+		if least == nil && !room && b.opening > 0 {
+			// The first sessions are being opened: wait for one.
+			ch := b.opened
+			b.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a session to open: %w", context.Cause(ctx))
+			}
+		}
+		if least == nil || room {
+			b.opening++
+			b.mu.Unlock()
+			s, err := b.open(ctx)
+			b.mu.Lock()
+			b.opening--
+			close(b.opened)
+			b.opened = make(chan struct{})
+			any := len(b.sessions) > 0
+			b.mu.Unlock()
+			if err == nil {
+				return s, nil
+			}
+			if !any || !errors.Is(err, ErrNoSession) {
+				return nil, err
+			}
+			continue // lost a race for the last connection: use a session of the set
+		}
+		s := least
+		s.waiting++
+		b.mu.Unlock()
+		var err error
+		took := false
+		select {
+		case s.op <- struct{}{}:
+			took = true
+		case <-s.gone:
+		case <-ctx.Done():
+			err = fmt.Errorf("lockkit/pg: waiting for a session's earlier statements: %w", context.Cause(ctx))
+		}
+		b.mu.Lock()
+		s.waiting--
+		dead := s.dead
+		b.mu.Unlock()
+		switch {
+		case took && !dead:
+			return s, nil
+		case took:
+			b.endOp(s) // ended while we waited: we close it (see kill)
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// timeLeft is how long ctx has until its deadline; 0 when it has none.
+func timeLeft(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return time.Until(dl)
+	}
+	return 0
+}
+
+// refresh gives the statement that follows a wait for a connection (which
+// is bounded by ConnWait, as set, and may take most of ctx's time, the
+// command timeout, or outlast it) that time afresh when the wait took more
+// than half of it; ctx's cancellation still ends it.
+func refresh(ctx context.Context, budget time.Duration) (context.Context, func()) {
+	if budget <= 0 || timeLeft(ctx) >= budget/2 || errors.Is(ctx.Err(), context.Canceled) {
+		return ctx, func() {}
+	}
+	fresh, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
+	unhook := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	return fresh, func() { unhook(); cancel() }
+}
+
+// open takes a connection (a MaxHeld slot, then the pool) and makes it a
+// session of the set, with its op taken.
+func (b *Backend) open(ctx context.Context) (*session, error) {
+	budget := timeLeft(ctx)
+	conn, err := b.takeConn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := refresh(ctx, budget)
+	defer stop()
+	var prev string
+	if err := conn.QueryRow(ctx, sqlSetting).Scan(&prev); err != nil {
+		b.discard(conn)
+		return nil, fmt.Errorf("lockkit/pg: acquire: read the session's idle limit: %w", err)
+	}
+	s := b.newSession(conn, prev, 0)
+	s.op <- struct{}{}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		go b.discard(conn)
+		return nil, errClosed
+	}
+	b.sessions = append(b.sessions, s)
+	return s, nil
+}
+
+func (b *Backend) newSession(conn *pgxpool.Conn, prev string, limit time.Duration) *session {
+	return &session{conn: conn, prev: prev, limit: limit, op: make(chan struct{}, 1),
+		gone: make(chan struct{}), leases: make(map[int64]*lease)}
+}
+
+// AcquireWait is Acquire that waits in PostgreSQL's own queue for the lock,
+// at most maxWait (and never past ctx's deadline): pg_advisory_lock under a
+// statement-local lock_timeout, on a connection of its own, which joins the
+// backend's sessions with its lock when granted. Waiters are granted in
+// arrival order, and a release wakes the next waiter at once, with no
+// polling. It returns driver.ErrContended when the wait runs out, and
+// waited: how long after the server received the statement it granted the
+// lock, on the server's clock. Within one backend, queued acquires of one
+// key line up in process (in arrival order) and only the first waits in
+// PostgreSQL (on a pool connection, counted in MaxHeld). Close ends the wait.
+func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (fence int64, waited time.Duration, err error) {
+	if err := checkRequest(req); err != nil {
+		return 0, 0, err
+	}
+	if maxWait < time.Millisecond {
+		return 0, 0, fmt.Errorf("lockkit/pg: AcquireWait: maxWait %v is under a millisecond", maxWait)
+	}
+	lid, id := leaseID{req.Key, req.Token}, KeyID(req.Key)
+	l := &lease{key: req.Key, token: req.Token, id: id, ttl: req.TTL}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return 0, 0, errClosed
+	}
+	if _, dup := b.leases[lid]; dup {
+		b.mu.Unlock()
+		return 0, 0, driver.ErrContended
+	}
+	b.leases[lid] = l
+	b.mu.Unlock()
+	held := false
+	defer func() {
+		if !held {
+			b.mu.Lock()
+			if b.leases[lid] == l {
+				delete(b.leases, lid)
+			}
+			b.mu.Unlock()
+		}
+	}()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	defer context.AfterFunc(b.life, func() { stop(errClosed) })()
+
+	deadline := time.Now().Add(maxWait)
+	leave, err := b.enter(ctx, req.Key, maxWait)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if !held {
+			leave()
+		}
+	}()
+	conn, orig, err := b.waitConn(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	// giveBack returns conn to the pool as the pool gave it.
+	giveBack := func() {
+		if orig == nil {
+			b.giveBack(conn)
+			return
+		}
+		b.restore(conn, *orig)
+	}
+	wait := time.Until(deadline)
+	if dl, ok := ctx.Deadline(); ok {
+		// End the wait on the server before ctx ends it on the client
+		// (which would close the connection), leaving a quarter of what
+		// remains, at least 25ms, for the round trip.
+		left := time.Until(dl)
+		wait = min(wait, left-max(left/4, 25*time.Millisecond))
+	}
+	if wait < time.Millisecond {
+		giveBack()
+		if time.Until(deadline) < time.Millisecond {
+			return 0, 0, driver.ErrContended
+		}
+		return 0, 0, fmt.Errorf("lockkit/pg: AcquireWait: ctx leaves no time to wait: %w", context.DeadlineExceeded)
+	}
+	query, args := sqlWait, []any{id, ttlString(req.TTL), msString(wait)}
+	if req.Fencing {
+		query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, []any{id, ttlString(req.TTL), req.Key, msString(wait)})
+	}
+	var (
+		ok   bool
+		prev string
+		us   int64
+		set  *string
+	)
+	err = conn.QueryRow(ctx, query, args...).Scan(&ok, &prev, &fence, &us, &set)
+	returned := time.Now()
+	switch {
+	case err == nil && ok:
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.closed || b.leases[lid] != l {
+			go b.discard(conn)
+			return 0, 0, errClosed
+		}
+		if orig != nil {
+			prev = *orig
+		}
+		s := b.newSession(conn, prev, req.TTL)
+		b.sessions = append(b.sessions, s)
+		l.s, l.validUntil, l.leave = s, returned.Add(req.TTL), leave
+		b.attach(s, l)
+		held = true
+		return fence, time.Duration(us) * time.Microsecond, nil
+	case err == nil:
+		giveBack()
+		return 0, 0, driver.ErrContended
+	case sqlState(err) == "55P03":
 		// lock_timeout ran out in the queue: the statement was aborted
 		// before the lock was granted, and its settings rolled back.
-		b.giveBack(conn)
-		return 0, driver.ErrContended
+		giveBack()
+		return 0, 0, driver.ErrContended
 	}
 	// The lock may have been taken before the statement failed (a session
 	// lock outlives its aborted transaction): close the session, which
 	// frees it.
 	b.discard(conn)
+	if errors.Is(context.Cause(ctx), errClosed) {
+		return 0, 0, errClosed
+	}
 	if req.Fencing {
 		err = wrapFenceErr(err)
 	}
-	return 0, fmt.Errorf("lockkit/pg: acquire: %w", err)
+	return 0, 0, fmt.Errorf("lockkit/pg: acquire: %w", err)
 }
 
 // enter waits, at most wait, for key's gate. It returns ErrContended when
@@ -396,10 +938,12 @@ func (b *Backend) enter(ctx context.Context, key string, wait time.Duration) (le
 		}
 	}
 	var once sync.Once
+	// leave runs with or without b.mu held: it takes it only in a
+	// goroutine of its own.
 	return func() {
 		once.Do(func() {
 			<-g.ch
-			drop()
+			go drop()
 		})
 	}, nil
 }
@@ -428,8 +972,8 @@ func (b *Backend) takeConn(ctx context.Context) (*pgxpool.Conn, error) {
 			if errors.Is(ctx.Err(), context.Canceled) {
 				return nil, fmt.Errorf("lockkit/pg: acquire: waiting for a connection: %w", context.Cause(ctx))
 			}
-			return nil, fmt.Errorf("%w within %v: this backend already holds or is acquiring %d locks, its limit "+
-				"(Options.MaxHeld; the pool has MaxConns %d): release locks, raise MaxHeld, or give locks a pool of their own",
+			return nil, fmt.Errorf("%w within %v: this backend already has %d connections out, its limit "+
+				"(Options.MaxHeld; the pool has MaxConns %d), all of them waiting in PostgreSQL's lock queue: raise MaxHeld, or give locks a pool of their own",
 				ErrNoSession, b.connWait, b.maxHeld, b.pool.Config().MaxConns)
 		}
 	}
@@ -471,203 +1015,205 @@ func (b *Backend) discard(conn *pgxpool.Conn) {
 	_ = c.Close(ctx)
 }
 
-// drop forgets a held lease.
-func (b *Backend) drop(lid leaseID, l *lease) {
-	b.mu.Lock()
-	if b.leases[lid] == l {
-		delete(b.leases, lid)
-		if b.holding[lid.key]--; b.holding[lid.key] <= 0 {
-			delete(b.holding, lid.key)
-		}
-	}
-	b.mu.Unlock()
-}
-
-func (b *Backend) lookup(key, token string) *lease {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.leases[leaseID{key, token}]
-}
-
-// Extend checks, on the holding session, that it still holds the lock, and
-// moves the session's idle limit to ttl if it changed. held is false (nil
-// error) when the session is gone: ended by the server (pg_terminate_backend,
-// the idle limit, a restart), or closed here after an earlier failure; the
-// lease's key, connection and MaxHeld slot are released at once then. An
-// error means it cannot tell: no answer within ctx.
-//
-// A connection that carries a lease is never closed while the lease may still
-// be valid on the Client's clock, since closing it frees the lock on the
-// server. So the statement runs on a context of its own, bounded by the
-// lease's latest possible deadline (the last successful grant or renewal's
-// send time + its ttl), not by ctx: when ctx ends first, Extend returns an
-// error and the statement keeps waiting for its answer, the session keeps its
-// lock, and the next Extend or Release waits for that answer first.
+// Extend checks that key's lock is still held by its session, and raises
+// the session's idle limit to ttl if it is lower. The check is shared: it
+// joins the session's next check, one statement sent after this call that
+// lists every lock the session holds. held is false (nil error) when the
+// session is gone (pg_terminate_backend, the idle limit, a restart, a
+// connection closed here) or no longer lists the lock; the lease's key and
+// place are released at once then. An error means it cannot tell: no answer
+// within ctx (the statement goes on, and the session keeps its locks: see
+// the package doc).
 func (b *Backend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	if err := checkKeyTTL(key, ttl); err != nil {
 		return false, err
 	}
-	l := b.lookup(key, token)
-	if l == nil {
+	b.mu.Lock()
+	l := b.leases[leaseID{key, token}]
+	if l == nil || l.s == nil || l.dead {
+		b.mu.Unlock()
 		return false, nil
 	}
-	if err := l.await(ctx); err != nil {
-		return false, fmt.Errorf("lockkit/pg: extend: the previous renewal is still unanswered: %w", err)
+	s := l.s
+	l.ttl = ttl
+	r := s.next
+	if r == nil {
+		r = &round{done: make(chan struct{})}
+		s.next = r
+		go b.check(s, r)
 	}
-	l.mu.Lock()
-	if l.conn == nil || l.dead {
-		l.mu.Unlock()
-		return false, nil
-	}
-	if l.conn.Conn().IsClosed() {
-		b.lose(leaseID{key, token}, l)
-		l.mu.Unlock()
-		return false, nil
-	}
-	classid, objid := lockIDs(l.id)
-	conn, sent, same := l.conn, time.Now(), ttl == l.ttl
-	// Past the lease's last possible deadline the Client counts it lost
-	// already, and closing the connection (as pgx does on a timeout) is safe.
-	qctx, cancel := context.WithDeadline(context.Background(), l.validUntil)
-	if !l.validUntil.After(sent) {
-		qctx, cancel = context.WithCancel(ctx)
-	}
-	done := make(chan struct{})
-	l.inflight = done
-	var (
-		held bool
-		err  error
-	)
-	go func() {
-		defer close(done)
-		defer cancel()
-		if same {
-			err = conn.QueryRow(qctx, sqlHeld, classid, objid).Scan(&held)
-		} else {
-			var set *string
-			err = conn.QueryRow(qctx, sqlHeldTTL, classid, objid, ttlString(ttl)).Scan(&held, &set)
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.inflight = nil
-		switch {
-		case l.conn != conn:
-			// Closed or released meanwhile: whoever took conn owns it now,
-			// unless it was left to this statement to finish with.
-			if l.orphan == conn {
-				l.orphan = nil
-				b.discard(conn)
-			}
-		case err == nil && held:
-			l.ttl = ttl
-			l.validUntil = sent.Add(ttl)
-		case err == nil || sessionGone(err) || conn.Conn().IsClosed():
-			// Not held, or the session is gone (the server ended it, or the
-			// statement ran past the lease's last possible deadline).
-			held, err = false, nil
-			b.lose(leaseID{key, token}, l)
-		}
-	}()
-	l.mu.Unlock()
+	r.ttl = max(r.ttl, ttl)
+	b.mu.Unlock()
 	select {
-	case <-done:
+	case <-r.done:
 	case <-ctx.Done():
-		return false, fmt.Errorf("lockkit/pg: extend: no answer within the command timeout (the session is kept, with its lock): %w", context.Cause(ctx))
+		return false, fmt.Errorf("lockkit/pg: extend: no answer within the command timeout (the session is kept, with its locks): %w", context.Cause(ctx))
 	}
-	if err != nil {
-		return false, fmt.Errorf("lockkit/pg: extend: %w", err)
+	if r.err != nil {
+		return false, fmt.Errorf("lockkit/pg: extend: %w", r.err)
 	}
+	b.mu.Lock()
+	held := !l.dead
+	b.mu.Unlock()
 	return held, nil
 }
 
-// await waits, at most until ctx ends, for the answer to an Extend statement
-// still in flight on l's session.
-func (l *lease) await(ctx context.Context) error {
-	l.mu.Lock()
-	ch := l.inflight
-	l.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
+// check runs round r on s: one statement that lists the advisory locks the
+// session holds (raising its idle limit when a member asked for more). Every
+// lease on s whose lock is listed is renewed from the statement's send;
+// every one whose lock is not is lost.
+func (b *Backend) check(s *session, r *round) {
+	defer close(r.done)
 	select {
-	case <-ch:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	case s.op <- struct{}{}:
+	case <-s.gone:
+		return // its leases were detached: held = false
 	}
-}
-
-// lose ends a lease whose lock is gone: its connection is closed, and its
-// key and MaxHeld slot are freed at once, whether or not it is ever
-// released. l.mu is held.
-func (b *Backend) lose(lid leaseID, l *lease) {
-	l.dead = true
-	if l.conn != nil {
-		b.discard(l.conn)
-		l.conn = nil
-		b.drop(lid, l)
-		if l.leave != nil {
-			l.leave()
-			l.leave = nil
+	b.mu.Lock()
+	if s.dead {
+		b.mu.Unlock()
+		b.endOp(s)
+		return
+	}
+	s.next = nil
+	limit := ""
+	if r.ttl > s.limit {
+		limit = ttlString(r.ttl)
+	}
+	sent := time.Now()
+	var qctx context.Context
+	var cancel context.CancelFunc
+	if s.keepUntil.After(sent) {
+		qctx, cancel = context.WithDeadline(context.Background(), s.keepUntil)
+	} else {
+		// No lease on s is valid on the Client any more: closing the
+		// connection is safe, and the check is bounded by a ttl.
+		qctx, cancel = context.WithTimeout(context.Background(), r.ttl)
+	}
+	b.mu.Unlock()
+	var (
+		classids, objids []int64
+		set              *string
+	)
+	err := s.conn.QueryRow(qctx, sqlCheck, limit).Scan(&classids, &objids, &set)
+	cancel()
+	b.mu.Lock()
+	switch {
+	case err == nil && len(classids) == len(objids):
+		if limit != "" {
+			s.limit = r.ttl
 		}
+		held := make(map[int64]bool, len(classids))
+		for i := range classids {
+			held[int64(uint64(uint32(classids[i]))<<32|uint64(uint32(objids[i])))] = true
+		}
+		for id, l := range s.leases {
+			if !held[id] {
+				b.detach(l)
+				continue
+			}
+			if v := sent.Add(l.ttl); v.After(l.validUntil) {
+				l.validUntil = v
+			}
+			if l.validUntil.After(s.keepUntil) {
+				s.keepUntil = l.validUntil
+			}
+		}
+	case err == nil:
+		r.err = errors.New("lockkit/pg: extend: malformed lock list")
+	case sessionGone(err) || s.conn.Conn().IsClosed():
+		// Gone, or closed past every lease's deadline.
+		b.kill(s)
+	default:
+		r.err = err
 	}
+	b.mu.Unlock()
+	b.endOp(s)
 }
 
-// Release unlocks key if this lease holds it, restores the session and
-// returns its connection to the pool. held is false when the session was
-// gone already. When the unlock's outcome is unknown the connection is
-// closed (so the server frees the lock) and the error returned.
+// Release unlocks key on its lease's session. held is false when the lease
+// was lost already. The lease is released on the backend when the unlock
+// ends, or at once when it is gone; when the unlock's outcome is unknown,
+// the session takes no new lock and is closed (freeing the lock) when its
+// last lease is gone.
 func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) {
 	if key == "" {
 		return false, errors.New("lockkit/pg: empty lock key")
 	}
-	l := b.lookup(key, token)
-	if l == nil {
+	b.mu.Lock()
+	l := b.leases[leaseID{key, token}]
+	if l == nil || l.s == nil || l.dead {
+		b.mu.Unlock()
+		return false, nil // lost, still being acquired, or released already
+	}
+	s := l.s
+	s.waiting++
+	b.mu.Unlock()
+	var werr error
+	took := false
+	select {
+	case s.op <- struct{}{}:
+		took = true
+	case <-s.gone:
+	case <-ctx.Done():
+		werr = context.Cause(ctx)
+	}
+	b.mu.Lock()
+	s.waiting--
+	if s.dead || l.dead {
+		b.mu.Unlock()
+		if took {
+			b.endOp(s)
+		}
 		return false, nil
 	}
-	werr := l.await(ctx)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.conn == nil {
-		return false, nil // still being acquired, or released already
+	if werr != nil {
+		// Released on the Client now: the session is left to its other
+		// leases, and closed (freeing this lock) when they are gone.
+		s.retiring = true
+		b.detach(l)
+		b.mu.Unlock()
+		return false, fmt.Errorf("lockkit/pg: release: the session was busy until ctx ended; it is closed, freeing the lock, once its other locks are released: %w", werr)
 	}
-	conn := l.conn
-	l.conn = nil
-	defer b.drop(leaseID{key, token}, l)
-	if l.leave != nil {
-		defer l.leave() // after the connection is back: the next local waiter may need it
-	}
-	if l.inflight != nil {
-		// A renewal is still unanswered on conn: the lease is released on
-		// the Client, so conn is closed (freeing the lock) as soon as that
-		// statement ends, by its own deadline at the latest.
-		l.orphan = conn
-		return false, fmt.Errorf("lockkit/pg: release: a renewal is still unanswered; the session is closed when it ends: %w", werr)
-	}
-	if l.dead || conn.Conn().IsClosed() {
-		b.discard(conn)
-		return false, nil
-	}
+	qctx, cancel, inline := s.stmtCtx(ctx, l)
+	b.mu.Unlock()
 	var (
 		held bool
-		all  *string
-		set  *string
+		st   stmt
 	)
-	err := conn.QueryRow(ctx, sqlUnlock, l.id, l.prev).Scan(&held, &all, &set)
-	if err != nil {
-		b.discard(conn)
-		if sessionGone(err) {
-			return false, nil
+	run := func() {
+		err := s.conn.QueryRow(qctx, sqlUnlock, l.id).Scan(&held)
+		cancel()
+		b.mu.Lock()
+		st.finish()
+		st.err = err
+		switch {
+		case err != nil && (sessionGone(err) || s.conn.Conn().IsClosed()):
+			b.kill(s)
+		case err != nil:
+			b.detach(l)
+			b.taint(s, err)
+		default:
+			b.detach(l)
 		}
-		return false, fmt.Errorf("lockkit/pg: release: %w (the session was closed, which frees the lock)", err)
+		b.mu.Unlock()
+		b.endOp(s)
 	}
-	if !held {
-		// Not ours any more, yet the session lives: do not reuse it.
-		b.discard(conn)
+	if inline {
+		run()
+	} else {
+		st.start(run)
+		if err := st.wait(ctx, &b.mu); err != nil {
+			return false, fmt.Errorf("lockkit/pg: release: no answer within ctx (the unlock goes on): %w", err)
+		}
+	}
+	switch {
+	case st.err != nil && sessionGone(st.err):
 		return false, nil
+	case st.err != nil:
+		return false, fmt.Errorf("lockkit/pg: release: %w (the session is closed, which frees the lock, once its other locks are released)", st.err)
 	}
-	b.giveBack(conn)
-	return true, nil
+	return held, nil
 }
 
 // Ping checks that the server answers. When every pool connection is out
@@ -693,39 +1239,26 @@ func (b *Backend) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connections of the leases still held, which frees their
-// locks, and makes later acquires fail. It does not close the pool.
+// Close closes the backend's sessions, which frees their locks (a session
+// with a statement in flight is closed when it ends), ends the waits in
+// PostgreSQL's queue, and makes later acquires fail. It does not close the
+// pool.
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true
-	ls := make([]*lease, 0, len(b.leases))
-	for k, l := range b.leases {
-		ls = append(ls, l)
-		delete(b.leases, k)
+	for len(b.sessions) > 0 {
+		b.kill(b.sessions[0])
 	}
-	clear(b.holding)
+	for _, l := range b.leases {
+		b.detach(l)
+	}
 	b.mu.Unlock()
-	for _, l := range ls {
-		l.mu.Lock()
-		switch {
-		case l.conn != nil && l.inflight != nil:
-			l.orphan = l.conn // its renewal's statement closes it when it ends
-			l.conn = nil
-		case l.conn != nil:
-			b.discard(l.conn)
-			l.conn = nil
-		}
-		if l.leave != nil {
-			l.leave()
-		}
-		l.dead = true
-		l.mu.Unlock()
-	}
+	b.stopLife()
 	return nil
 }
 
-// Held is how many leases the backend holds a connection for now (granted
-// and not yet released, including any whose session has since ended).
+// Held is how many leases the backend holds now (granted and not yet
+// released or found lost).
 func (b *Backend) Held() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -734,6 +1267,13 @@ func (b *Backend) Held() int {
 		n += c
 	}
 	return n
+}
+
+// Sessions is how many connections carry the backend's locks now.
+func (b *Backend) Sessions() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.sessions)
 }
 
 // CheckTTL refuses a TTL over the largest idle limit PostgreSQL accepts
@@ -777,7 +1317,8 @@ func sqlState(err error) string {
 }
 
 // Capabilities: TTLs (idle_session_timeout) in whole milliseconds; fences
-// from the fence table; no queue or batching.
+// from the fence table; waiting in PostgreSQL's own queue (driver.Waiter);
+// no push queue or batching.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true}
+	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true, ServerQueue: true}
 }

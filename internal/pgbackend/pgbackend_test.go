@@ -45,7 +45,7 @@ func TestBackend(t *testing.T) {
 				t.Errorf("%s: Acquire err = %v, want one containing %q", c.name, err, c.want)
 			}
 		}
-		if _, err := b.AcquireWait(ctx, req("k", time.Second, false), 0); err == nil {
+		if _, _, err := b.AcquireWait(ctx, req("k", time.Second, false), 0); err == nil {
 			t.Error("AcquireWait with maxWait 0: no error")
 		}
 		if _, err := b.Extend(ctx, "", "t", time.Second); err == nil {
@@ -223,7 +223,7 @@ func TestBackend(t *testing.T) {
 		}
 		// Queued attempts that time out must not bump it either.
 		for range 3 {
-			_, err := b2.AcquireWait(ctx, req(r.Key, time.Second, true), 20*time.Millisecond)
+			_, _, err := b2.AcquireWait(ctx, req(r.Key, time.Second, true), 20*time.Millisecond)
 			if !errors.Is(err, driver.ErrContended) {
 				t.Fatalf("AcquireWait on a held key: %v, want ErrContended", err)
 			}
@@ -380,10 +380,13 @@ func TestBackend(t *testing.T) {
 				t.Fatalf("Extend %v into the hold = %v, %v", time.Since(start), held, err)
 			}
 		}
-		mustContend(t, b2, req(r.Key, ttl, false))
-		// Then silent: the server ends the session about ttl later.
+		// Then silent: the server ends the session about ttl after the
+		// last Extend (measured from there: b2's first acquire opens a
+		// session, which takes a while on a loaded machine).
 		silent := time.Now()
-		_, took := acquireWithin(t, b2, req(r.Key, ttl, false), 10*time.Second)
+		mustContend(t, b2, req(r.Key, ttl, false))
+		_, _ = acquireWithin(t, b2, req(r.Key, ttl, false), 10*time.Second)
+		took := time.Since(silent)
 		if took < ttl*3/4 || took > ttl+time.Second {
 			t.Fatalf("the lock went free %v after the holder fell silent; want about the ttl %v", took, ttl)
 		}
@@ -397,19 +400,16 @@ func TestBackend(t *testing.T) {
 
 	t.Run("PoolExhausted", func(t *testing.T) {
 		ctx := ctxT(t, 30*time.Second)
-		// Locks alone: MaxHeld (default: half of MaxConns 4) stops them.
+		// Locks share MaxHeld sessions (default: half of MaxConns 4): more
+		// locks than that take no more connections.
 		pool := testserver.PgxPool(t, dsn, 4)
 		b := newBackend(t, pool, pgbackend.Options{ConnWait: 200 * time.Millisecond})
-		for i := range 2 {
+		for i := range 6 {
 			mustAcquire(t, b, req(fmt.Sprint("lock:exhaust-", i), 10*time.Second, false))
 		}
-		start := time.Now()
-		_, err := b.Acquire(ctx, req("lock:exhaust-2", 10*time.Second, false))
-		took := time.Since(start)
-		if !errors.Is(err, pgbackend.ErrNoSession) || !strings.Contains(err.Error(), "MaxHeld") || took > 2*time.Second {
-			t.Fatalf("third lock on a backend with MaxHeld 2: %v after %v; want ErrNoSession naming MaxHeld, after about 200ms", err, took)
+		if n := b.Sessions(); n < 1 || n > 2 {
+			t.Fatalf("6 locks on a backend with MaxHeld 2 use %d sessions", n)
 		}
-		t.Logf("MaxHeld reached: %v (after %v)", err, took.Round(time.Millisecond))
 		if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatalf("the application's query while locks hold MaxHeld connections: %v", err)
 		}
@@ -425,9 +425,9 @@ func TestBackend(t *testing.T) {
 			}
 			conns = append(conns, c)
 		}
-		start = time.Now()
-		_, err = b2.Acquire(ctx, req("lock:exhaust-app", 10*time.Second, true))
-		took = time.Since(start)
+		start := time.Now()
+		_, err := b2.Acquire(ctx, req("lock:exhaust-app", 10*time.Second, true))
+		took := time.Since(start)
 		if !errors.Is(err, pgbackend.ErrNoSession) || !strings.Contains(err.Error(), "pool is exhausted") || took > 2*time.Second {
 			t.Fatalf("acquire on an exhausted pool: %v after %v; want ErrNoSession saying the pool is exhausted, after about 200ms", err, took)
 		}
@@ -443,10 +443,22 @@ func TestBackend(t *testing.T) {
 
 		// ConnWait is honoured as set, even past ctx's deadline (the
 		// Client's command timeout), and its end is ErrNoSession; ctx's
-		// cancellation ends the wait at once.
+		// cancellation ends the wait at once. (A backend with no session
+		// yet, on a pool the application has taken.)
+		b2 = newBackend(t, pool2, pgbackend.Options{MaxHeld: 2, ConnWait: 200 * time.Millisecond})
+		conns = conns[:0]
 		for range 2 {
-			mustAcquire(t, b2, req(token(), 10*time.Second, false))
+			c, err := pool2.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
 		}
+		defer func() {
+			for _, c := range conns {
+				c.Release()
+			}
+		}()
 		short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 		defer cancel()
 		start = time.Now()
@@ -470,7 +482,7 @@ func TestBackend(t *testing.T) {
 		r := req("lock:wait", 10*time.Second, true)
 		f1 := mustAcquire(t, b1, r)
 		start := time.Now()
-		_, err := b2.AcquireWait(ctx, req(r.Key, time.Second, true), 150*time.Millisecond)
+		_, _, err := b2.AcquireWait(ctx, req(r.Key, time.Second, true), 150*time.Millisecond)
 		if took := time.Since(start); !errors.Is(err, driver.ErrContended) || took < 140*time.Millisecond || took > 2*time.Second {
 			t.Fatalf("AcquireWait 150ms on a held key: %v after %v; want ErrContended after about 150ms", err, took)
 		}
@@ -483,7 +495,7 @@ func TestBackend(t *testing.T) {
 		done := make(chan res, 1)
 		r2 := req(r.Key, time.Second, true)
 		go func() {
-			f, err := b2.AcquireWait(ctx, r2, 5*time.Second)
+			f, _, err := b2.AcquireWait(ctx, r2, 5*time.Second)
 			done <- res{f, err, time.Now()}
 		}()
 		time.Sleep(200 * time.Millisecond)
@@ -510,7 +522,7 @@ func TestBackend(t *testing.T) {
 		mustAcquire(t, b1, r)
 		cctx, ccancel := context.WithCancel(ctx)
 		time.AfterFunc(200*time.Millisecond, ccancel)
-		if _, err := b2.AcquireWait(cctx, req(r.Key, time.Second, false), 10*time.Second); !errors.Is(err, context.Canceled) {
+		if _, _, err := b2.AcquireWait(cctx, req(r.Key, time.Second, false), 10*time.Second); !errors.Is(err, context.Canceled) {
 			t.Fatalf("AcquireWait cancelled while waiting: %v, want context.Canceled", err)
 		}
 		id := pgbackend.KeyID(r.Key)
@@ -543,7 +555,7 @@ func TestBackend(t *testing.T) {
 		mustAcquire(t, b1, r)
 		short, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		if _, err := b2.AcquireWait(short, req(r.Key, time.Second, false), 5*time.Second); !errors.Is(err, driver.ErrContended) {
+		if _, _, err := b2.AcquireWait(short, req(r.Key, time.Second, false), 5*time.Second); !errors.Is(err, driver.ErrContended) {
 			t.Fatalf("AcquireWait bounded by ctx: %v, want ErrContended", err)
 		}
 	})
@@ -563,7 +575,7 @@ func TestBackend(t *testing.T) {
 				for range 3 {
 					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 					r := req("lock:line", 5*time.Second, true)
-					_, err := b.AcquireWait(ctx, r, 15*time.Second)
+					_, _, err := b.AcquireWait(ctx, r, 15*time.Second)
 					if err != nil {
 						cancel()
 						errs <- err

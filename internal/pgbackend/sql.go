@@ -86,17 +86,23 @@ const (
 		ON CONFLICT (key) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence)
 		RETURNING t.fence`
 
-	// $1 key id, $2 idle_session_timeout (ms).
-	sqlTry = `SELECT l.ok, l.prev, 0::bigint,
-		CASE WHEN l.ok THEN set_config('idle_session_timeout', $2, false) END
-	FROM (SELECT pg_try_advisory_lock($1) AS ok, current_setting('idle_session_timeout') AS prev OFFSET 0) l`
+	// A session's idle limit when the backend took it, restored when it
+	// gives the session back.
+	sqlSetting = `SELECT current_setting('idle_session_timeout')`
 
-	// $1 key id, $2 idle_session_timeout (ms), $3 key.
+	// $1 key id, $2 the session's new idle_session_timeout (ms), or '' to
+	// leave it. Setting it whether or not the lock is taken is harmless: it
+	// is only ever raised on a session with locks, and an empty session
+	// holds nothing it could free.
+	sqlTry = `SELECT pg_try_advisory_lock($1), 0::bigint,
+		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END`
+
+	// $1 key id, $2 idle_session_timeout (ms) or '', $3 key.
 	sqlTryFence = `WITH l AS MATERIALIZED (
-		SELECT pg_try_advisory_lock($1) AS ok, current_setting('idle_session_timeout') AS prev
+		SELECT pg_try_advisory_lock($1) AS ok
 	), f AS (` + fenceUpsert + `)
-	SELECT l.ok, l.prev, coalesce((SELECT f.fence FROM f), 0),
-		CASE WHEN l.ok THEN set_config('idle_session_timeout', $2, false) END
+	SELECT l.ok, coalesce((SELECT f.fence FROM f), 0),
+		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END
 	FROM l`
 
 	// Queued: PostgreSQL queues the waiters (FIFO) for at most lock_timeout,
@@ -114,7 +120,7 @@ const (
 		SELECT pg_advisory_lock($1)::text IS NOT NULL AS ok, current_setting('idle_session_timeout') AS prev
 		FROM w WHERE w.lt IS NOT NULL
 	)
-	SELECT l.ok, l.prev, 0::bigint,
+	SELECT l.ok, l.prev, 0::bigint, ` + sqlWaited + `,
 		CASE WHEN l.ok THEN set_config('idle_session_timeout', $2, false) END
 	FROM l`
 
@@ -126,26 +132,31 @@ const (
 		SELECT pg_advisory_lock($1)::text IS NOT NULL AS ok, current_setting('idle_session_timeout') AS prev
 		FROM w WHERE w.lt IS NOT NULL
 	), f AS (` + fenceUpsert + `)
-	SELECT l.ok, l.prev, coalesce((SELECT f.fence FROM f), 0),
+	SELECT l.ok, l.prev, coalesce((SELECT f.fence FROM f), 0), ` + sqlWaited + `,
 		CASE WHEN l.ok THEN set_config('idle_session_timeout', $2, false) END
 	FROM l`
 
-	// Extend: does this session still hold the lock? pg_locks, not just "the
-	// session answers", so a lock that went away any other way is reported
-	// too. $1 classid, $2 objid.
-	sqlHeld = `SELECT EXISTS (SELECT 1 FROM pg_locks
-		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		AND classid = $1::oid AND objid = $2::oid AND objsubid = 1)`
-	// The same, moving the idle limit to a new ttl. $3 idle_session_timeout (ms).
-	sqlHeldTTL = `SELECT h.held, CASE WHEN h.held THEN set_config('idle_session_timeout', $3, false) END
-	FROM (` + sqlHeld + ` AS held OFFSET 0) h`
+	// How long, in µs rounded down, after the server received the
+	// statement it got past the lock (read in the outer SELECT, after l):
+	// the send + this is no later than the statement's end on the server,
+	// when its idle clock starts.
+	sqlWaited = `floor(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000000)::bigint`
 
-	// Release: unlock, then (it reads u) drop any other advisory lock the
-	// session might hold and restore its idle limit, so the connection goes
-	// back to the pool as it came. $1 key id, $2 previous idle_session_timeout.
-	sqlUnlock = `SELECT u.held, pg_advisory_unlock_all()::text, set_config('idle_session_timeout', $2, false)
-	FROM (SELECT pg_advisory_unlock($1) AS held OFFSET 0) u`
+	// A session's check (Extend): the advisory locks it holds, as parallel
+	// arrays of classid and objid (one aggregation, so the pairs line up),
+	// from pg_locks rather than "the session answers", so a lock gone any
+	// other way is reported too; and its idle limit raised when $1 (ms) is
+	// not ''.
+	sqlCheck = `SELECT h.c, h.o, CASE WHEN $1::text <> '' THEN set_config('idle_session_timeout', $1, false) END
+	FROM (SELECT coalesce(array_agg(classid::int8), '{}') AS c, coalesce(array_agg(objid::int8), '{}') AS o
+		FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1) h`
+
+	// Release: $1 key id.
+	sqlUnlock = `SELECT pg_advisory_unlock($1)`
+
+	// A session given back to the pool: drop any advisory lock it might
+	// hold, and restore its idle limit ($1).
+	sqlRetire = `SELECT pg_advisory_unlock_all()::text, set_config('idle_session_timeout', $1, false)`
 
 	// Transaction-scoped: $1 key id, $2 idle_in_transaction_session_timeout
 	// (ms), set locally (until the transaction ends).

@@ -81,7 +81,7 @@ func TestWaitStrategies(t *testing.T) {
 						var err error
 						ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 						if s.poll == nil {
-							_, err = b.AcquireWait(ctx, r, time.Until(stop)+time.Second)
+							_, _, err = b.AcquireWait(ctx, r, time.Until(stop)+time.Second)
 						} else {
 							_, err = b.Acquire(ctx, r)
 						}

@@ -272,10 +272,11 @@ const (
 	// WaitPoll retries with jittered exponential backoff (the retry
 	// policy): the default. Whoever retries first after a release wins.
 	WaitPoll Wait = iota
-	// WaitFIFO queues waiters per key in Redis, in arrival order, grants
-	// the lock to the head only, hands it over on release and wakes the
-	// head by push (internal/fifo). The retry policy's max_wait and the
-	// caller's ctx bound the wait; its backoff fields are not used.
+	// WaitFIFO queues waiters per key in arrival order and grants the lock
+	// to the head only: in Redis, which hands it over on release and wakes
+	// the head by push (internal/fifo), or in PostgreSQL's own lock queue
+	// (pg_advisory_lock). The retry policy's max_wait and the caller's ctx
+	// bound the wait; its backoff fields are not used.
 	WaitFIFO
 )
 
