@@ -30,8 +30,11 @@
 //     release wakes one waiter.
 //   - Extend is a keep-alive of this acquisition's own lease followed by a
 //     check that its own key still exists with its create revision; Release
-//     deletes the key only if its create revision is this acquisition's (a
-//     transaction), then revokes the lease. Neither ever deletes by name.
+//     reads the same, then revokes the acquisition's own lease, which deletes
+//     the one key bound to it (one write through consensus, where a delete
+//     followed by a revoke takes two). Neither ever deletes by name: a key
+//     written again under the same name is bound to no lease of this
+//     acquisition's and stays.
 //
 // Validity is the Client's: it counts a lease from the send of the Acquire or
 // Extend that granted or renewed it, and the server counts it from when it
@@ -133,8 +136,13 @@ func rangeOf(key string) (start, end string) { return key + sep, key + "\x01" }
 type acq struct {
 	key   string
 	lease clientv3.LeaseID
-	rev   int64
-	ttl   int64 // seconds; 0 when not known (found again by its key)
+	rev   int64 // 0: not known (the write's reply was lost)
+	ttl   int64 // seconds
+
+	// renewed is when the last grant or keep-alive of the lease that
+	// succeeded was sent (local time): the server keeps the lease for ttl
+	// from a moment after it. Guarded by backend.mu.
+	renewed time.Time
 
 	// queued: the predecessor's key, and the revision to watch it from.
 	pred     string
@@ -215,6 +223,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	sent := time.Now()
 	lease, err := b.grant(ctx, ttl)
 	if err != nil {
 		return 0, classify(err)
@@ -226,7 +235,10 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		Then(clientv3.OpPut(k, req.Holder, clientv3.WithLease(lease))).
 		Commit()
 	if err != nil {
-		// The key may have been written: revoking its lease deletes it.
+		// The key may have been written: revoking its lease deletes it,
+		// and the Client's release of the token (which it repeats when
+		// the outcome is unknown) deletes it if it is this lease's.
+		b.remember(req.Token, &acq{key: k, lease: lease, ttl: ttl})
 		b.revokeLater(lease)
 		return 0, classify(err)
 	}
@@ -234,7 +246,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		b.revoke(ctx, lease)
 		return 0, driver.ErrContended
 	}
-	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl}
+	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
 	b.remember(req.Token, a)
 	return fenceOf(a, req.Fencing), nil
 }
@@ -284,7 +296,7 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	if a.ttl != 0 && a.ttl != secs {
 		return false, fmt.Errorf("lockkit: etcd: extend %s for %v: its lease was granted for %ds, and etcd keeps a lease's TTL: %w", key, ttl, a.ttl, driver.ErrFinal)
 	}
-	if _, err := b.cli.KeepAliveOnce(ctx, a.lease); err != nil {
+	if err := b.keepAlive(ctx, a); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			b.forget(token) // expired: its key is gone with it
 			return false, nil
@@ -304,8 +316,20 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	return true, nil
 }
 
-// Release deletes this acquisition's own key if it still has its create
-// revision, then revokes its lease.
+// keepAlive renews a's lease for its TTL, and records when it was sent.
+func (b *backend) keepAlive(ctx context.Context, a *acq) error {
+	sent := time.Now()
+	if _, err := b.cli.KeepAliveOnce(ctx, a.lease); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	a.renewed = sent
+	b.mu.Unlock()
+	return nil
+}
+
+// Release revokes this acquisition's own lease, which deletes its own key;
+// held reports whether the key was still this acquisition's.
 func (b *backend) Release(ctx context.Context, key, token string) (bool, error) {
 	a := b.lookup(key, token)
 	if a == nil {
@@ -319,18 +343,25 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 	return held, nil
 }
 
-// deleteOwn deletes a's key if it is still a's (its create revision), then
-// revokes a's lease.
+// deleteOwn gives a back: it reads whether a's key is still a's (its create
+// revision, and its lease), then revokes a's lease, which deletes the key
+// bound to it. Only a's own key is bound to a's lease (each acquisition has a
+// lease of its own), so nothing is ever deleted by its name: a key written
+// again under the same name, unbound or bound to another lease, is untouched.
 func (b *backend) deleteOwn(ctx context.Context, a *acq) (bool, error) {
-	resp, err := b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.rev)).
-		Then(clientv3.OpDelete(a.key)).
-		Commit()
+	resp, err := b.cli.Get(ctx, a.key)
 	if err != nil {
 		return false, classify(err)
 	}
-	b.revokeLater(a.lease)
-	return resp.Succeeded, nil
+	kvs := resp.Kvs
+	held := len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == a.lease && (a.rev == 0 || kvs[0].CreateRevision == a.rev)
+	if _, err := b.cli.Revoke(ctx, a.lease); err != nil {
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return false, classify(err)
+		}
+		held = false // expired before the revoke: its key went with it
+	}
+	return held, nil
 }
 
 // revoke revokes lease, bounded by ctx; a lease it misses expires with its

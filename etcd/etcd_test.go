@@ -28,7 +28,12 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // newCli is a clientv3 client on every member of c, as a user configures one.
 func newCli(t testing.TB, c *testserver.EtcdCluster) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
+	return newCliOn(t, c.Endpoints()...)
+}
+
+func newCliOn(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +42,14 @@ func newCli(t testing.TB, c *testserver.EtcdCluster) *clientv3.Client {
 }
 
 // newClient is a lockkit client on its own etcd client, closed with the test.
-func newClient(t testing.TB, c *testserver.EtcdCluster, opts ...etcd.Option) *lockkit.Client {
+func newClient(t testing.TB, c *testserver.EtcdCluster) *lockkit.Client {
 	t.Helper()
-	lc, err := lockkit.New(etcd.New(newCli(t, c), opts...), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	return newClientOn(t, c.Endpoints()...)
+}
+
+func newClientOn(t testing.TB, endpoints ...string) *lockkit.Client {
+	t.Helper()
+	lc, err := lockkit.New(etcd.New(newCliOn(t, endpoints...)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
 	}

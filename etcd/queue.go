@@ -23,11 +23,18 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	if err != nil {
 		return driver.QueueResult{}, err
 	}
+	sent := time.Now()
 	b.mu.Lock()
 	a := b.acqs[req.Token]
-	b.mu.Unlock()
+	var renewed time.Time
 	if a != nil {
-		if _, err := b.cli.KeepAliveOnce(ctx, a.lease); err != nil {
+		renewed = a.renewed
+	}
+	b.mu.Unlock()
+	// A place kept alive less than a third of the TTL ago is not kept alive
+	// again: a push's wake-up goes straight to the read.
+	if a != nil && sent.Sub(renewed) >= req.TTL/3 {
+		if err := b.keepAlive(ctx, a); err != nil {
 			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				return driver.QueueResult{}, classify(err)
 			}
@@ -39,6 +46,7 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	k := Key(req.Key, req.Token)
 	var resp *clientv3.TxnResponse
 	if a == nil {
+		sent = time.Now()
 		lease, err := b.grant(ctx, ttl)
 		if err != nil {
 			return driver.QueueResult{}, classify(err)
@@ -57,14 +65,14 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 			return driver.QueueResult{}, classify(err)
 		}
 		if resp.Succeeded {
-			a = &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl}
+			a = &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
 			last := resp.Responses[1].GetResponseRange().Kvs
 			a.predFrom = resp.Header.Revision + 1
 			if len(last) == 2 {
 				a.pred = string(last[1].Key)
 			}
 			b.remember(req.Token, a)
-			return b.queueResult(req, a, resp.Responses[2].GetResponseRange().Count), nil
+			return b.queueResult(req, a, sent, resp.Responses[2].GetResponseRange().Count), nil
 		}
 		// The token's key exists, and this backend does not know it: an
 		// earlier join of the token whose reply was lost, whose lease is
@@ -98,18 +106,27 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 		a.pred = string(pred[0].Key)
 	}
 	b.mu.Unlock()
-	return b.queueResult(req, a, int64(len(resp.Responses[2].GetResponseRange().Kvs))), nil
+	return b.queueResult(req, a, sent, int64(len(resp.Responses[2].GetResponseRange().Kvs))), nil
 }
 
-// queueResult is the answer for a at position pos (1: the holder). A grant
-// has the whole TTL from this call's send: its lease was granted or kept
-// alive in this call.
-func (b *backend) queueResult(req *driver.Request, a *acq, pos int64) driver.QueueResult {
+// queueResult is the answer for a at position pos (1: the holder), for a
+// call sent at sent. A grant has what the lease has left from sent: the whole
+// TTL when the lease was granted or kept alive in this call; otherwise what is
+// left from its last keep-alive's send (Earlier: the Client extends it in
+// time).
+func (b *backend) queueResult(req *driver.Request, a *acq, sent time.Time, pos int64) driver.QueueResult {
 	if pos <= 1 {
-		return driver.QueueResult{Granted: true, Fence: fenceOf(a, req.Fencing), LockTTL: req.TTL}
+		b.mu.Lock()
+		renewed := a.renewed
+		b.mu.Unlock()
+		r := driver.QueueResult{Granted: true, Fence: fenceOf(a, req.Fencing), LockTTL: req.TTL}
+		if since := sent.Sub(renewed); since > 0 {
+			r.LockTTL, r.Earlier = req.TTL-since, true
+		}
+		return r
 	}
-	// A waiter's lease needs a keep-alive (the next QueueAcquire) within
-	// its TTL; a third of it leaves two chances.
+	// A waiter's lease needs a keep-alive (a QueueAcquire) within its TTL;
+	// waking every third of it leaves two chances.
 	return driver.QueueResult{Position: int(pos), Fallback: req.TTL / 3}
 }
 
