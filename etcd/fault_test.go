@@ -30,15 +30,23 @@ import (
 
 // hold is one fn run under the lock.
 type hold struct {
+	called     time.Time // when Do was called
 	start, end time.Time
 	fence      int64
 	who        string
+}
+
+type event struct {
+	at  time.Time
+	who string
+	err error
 }
 
 type history struct {
 	mu     sync.Mutex
 	holds  []hold
 	errs   map[string]int
+	events []event // failed Do calls, for the log
 	fenced []string // valid holders' writes turned away (a violation)
 }
 
@@ -48,7 +56,7 @@ func (h *history) add(x hold) {
 	h.mu.Unlock()
 }
 
-func (h *history) outcome(err error) {
+func (h *history) outcome(who string, err error) {
 	k := "ok"
 	switch {
 	case err == nil:
@@ -65,17 +73,21 @@ func (h *history) outcome(err error) {
 	}
 	h.mu.Lock()
 	h.errs[k]++
+	if err != nil {
+		h.events = append(h.events, event{time.Now(), who, err})
+	}
 	h.mu.Unlock()
 }
 
-// firstAfter is the first hold that started after t (ok false when none).
+// firstAfter is the first hold whose Do was called after t (ok false when
+// none): a grant that the fault could not have preceded.
 func (h *history) firstAfter(t time.Time) (hold, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var best hold
 	ok := false
 	for _, x := range h.holds {
-		if x.start.After(t) && (!ok || x.start.Before(best.start)) {
+		if x.called.After(t) && (!ok || x.start.Before(best.start)) {
 			best, ok = x, true
 		}
 	}
@@ -96,6 +108,17 @@ func (h *history) maxFence() int64 {
 		m = max(m, x.fence)
 	}
 	return m
+}
+
+// logEvents logs the failed Do calls between from and to.
+func (h *history) logEvents(t *testing.T, from, to time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.events {
+		if e.at.After(from) && e.at.Before(to) {
+			t.Logf("+%v %s: %v", e.at.Sub(from).Round(time.Millisecond), e.who, e.err)
+		}
+	}
 }
 
 // check asserts mutual exclusion and fence order over the whole history.
@@ -149,7 +172,7 @@ func faultRun(t *testing.T, fault func(t *testing.T, c *testserver.EtcdCluster) 
 		f, err := pbe.Acquire(ctx, &driver.Request{Key: key, Token: "paused", TTL: ttl, Fencing: true})
 		if err == nil {
 			fP = f
-			h.add(hold{start: time.Now(), end: sent.Add(ttl), fence: f, who: "paused"})
+			h.add(hold{called: sent, start: time.Now(), end: sent.Add(ttl), fence: f, who: "paused"})
 			break
 		}
 		if ctx.Err() != nil {
@@ -170,6 +193,7 @@ func faultRun(t *testing.T, fault func(t *testing.T, c *testserver.EtcdCluster) 
 					return
 				default:
 				}
+				called := time.Now()
 				dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				err := l.Do(dctx, func(fctx context.Context, lease *lockkit.Lease) error {
 					start := time.Now()
@@ -184,11 +208,11 @@ func faultRun(t *testing.T, fault func(t *testing.T, c *testserver.EtcdCluster) 
 					if d := lease.Deadline(); d.Before(end) {
 						end = d
 					}
-					h.add(hold{start: start, end: end, fence: lease.Fence(), who: who})
+					h.add(hold{called: called, start: start, end: end, fence: lease.Fence(), who: who})
 					return nil
 				})
 				cancel()
-				h.outcome(err)
+				h.outcome(who, err)
 				if err != nil {
 					time.Sleep(20 * time.Millisecond)
 				}
@@ -255,6 +279,7 @@ func TestFaultKillLeader(t *testing.T) {
 	})
 	if x, ok := h.firstAfter(began); ok {
 		t.Logf("time to grant again after the leader was killed: %v (fence %d)", x.start.Sub(began).Round(time.Millisecond), x.fence)
+		h.logEvents(t, began, x.start)
 	}
 }
 
