@@ -46,7 +46,7 @@ type history struct {
 	mu     sync.Mutex
 	holds  []hold
 	errs   map[string]int
-	events []event // failed Do calls, for the log
+	events []event  // failed Do calls, for the log
 	fenced []string // valid holders' writes turned away (a violation)
 }
 
