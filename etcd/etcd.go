@@ -30,11 +30,15 @@
 //     release wakes one waiter.
 //   - Extend is a keep-alive of this acquisition's own lease followed by a
 //     check that its own key still exists with its create revision; Release
-//     reads the same, then revokes the acquisition's own lease, which deletes
-//     the one key bound to it (one write through consensus, where a delete
-//     followed by a revoke takes two). Neither ever deletes by name: a key
-//     written again under the same name is bound to no lease of this
-//     acquisition's and stays.
+//     deletes the key only if its create revision is this acquisition's (a
+//     transaction). Neither ever deletes by name: a key written again under
+//     the same name has another create revision and stays.
+//   - A lease whose key was released is kept (at most 64 per TTL, for half
+//     its TTL) for a later acquisition, which sends it a keep-alive instead
+//     of a grant: a grant and a revoke are writes through consensus (an
+//     fsync on a majority), a keep-alive is not. A lease carries one key at a
+//     time, and its TTL counts from the new acquisition's keep-alive. Close
+//     revokes them.
 //
 // Validity is the Client's: it counts a lease from the send of the Acquire or
 // Extend that granted or renewed it, and the server counts it from when it
@@ -113,6 +117,7 @@ func New(cli *clientv3.Client, opts ...Option) driver.Spec {
 				minTTL:     o.minTTL,
 				cmdTimeout: cfg.CommandTimeout,
 				acqs:       make(map[string]*acq),
+				spares:     make(map[int64][]spare),
 			}, nil
 		}
 	}
@@ -155,9 +160,11 @@ type backend struct {
 	minTTL     time.Duration
 	cmdTimeout time.Duration
 
-	mu   sync.Mutex
-	acqs map[string]*acq // by token
-	bg   sync.WaitGroup  // revokes in flight
+	mu     sync.Mutex
+	acqs   map[string]*acq   // by token
+	spares map[int64][]spare // by TTL in seconds
+	closed bool
+	bg     sync.WaitGroup // revokes in flight
 }
 
 var (
@@ -223,8 +230,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	sent := time.Now()
-	lease, err := b.grant(ctx, ttl)
+	lease, sent, err := b.lease(ctx, ttl)
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -243,7 +249,7 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		return 0, classify(err)
 	}
 	if !resp.Succeeded { // held, or waited for: nothing was written
-		b.revoke(ctx, lease)
+		b.recycle(ttl, lease, sent)
 		return 0, driver.ErrContended
 	}
 	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
@@ -328,8 +334,8 @@ func (b *backend) keepAlive(ctx context.Context, a *acq) error {
 	return nil
 }
 
-// Release revokes this acquisition's own lease, which deletes its own key;
-// held reports whether the key was still this acquisition's.
+// Release deletes this acquisition's own key if it is still its own (its
+// create revision), in one transaction; held reports whether it was.
 func (b *backend) Release(ctx context.Context, key, token string) (bool, error) {
 	a := b.lookup(key, token)
 	if a == nil {
@@ -343,25 +349,99 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 	return held, nil
 }
 
-// deleteOwn gives a back: it reads whether a's key is still a's (its create
-// revision, and its lease), then revokes a's lease, which deletes the key
-// bound to it. Only a's own key is bound to a's lease (each acquisition has a
-// lease of its own), so nothing is ever deleted by its name: a key written
-// again under the same name, unbound or bound to another lease, is untouched.
+// deleteOwn gives a back: it deletes a's key if it is still a's (its create
+// revision; its lease when the revision is not known: a write whose reply was
+// lost), in one transaction; nothing is ever deleted by its name alone. The
+// lease, bound to no key any more, is kept for a later acquisition
+// (recycle); when the key was not a's any more, it is revoked.
 func (b *backend) deleteOwn(ctx context.Context, a *acq) (bool, error) {
-	resp, err := b.cli.Get(ctx, a.key)
+	own := clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.rev)
+	if a.rev == 0 {
+		own = clientv3.Compare(clientv3.LeaseValue(a.key), "=", a.lease)
+	}
+	resp, err := b.cli.Txn(ctx).If(own).Then(clientv3.OpDelete(a.key)).Commit()
 	if err != nil {
 		return false, classify(err)
 	}
-	kvs := resp.Kvs
-	held := len(kvs) == 1 && clientv3.LeaseID(kvs[0].Lease) == a.lease && (a.rev == 0 || kvs[0].CreateRevision == a.rev)
-	if _, err := b.cli.Revoke(ctx, a.lease); err != nil {
-		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return false, classify(err)
-		}
-		held = false // expired before the revoke: its key went with it
+	if !resp.Succeeded {
+		b.revokeLater(a.lease)
+		return false, nil
 	}
-	return held, nil
+	b.mu.Lock()
+	renewed := a.renewed
+	b.mu.Unlock()
+	b.recycle(a.ttl, a.lease, renewed)
+	return true, nil
+}
+
+// A spare is a lease that no key is bound to any more (its acquisition was
+// released, or its attempt was contended), kept for the next acquisition of
+// the same TTL: an acquire then sends a keep-alive, which needs no write
+// through consensus, where a grant needs one. Each lease still carries one
+// acquisition's key at a time, and a lease is taken only after a keep-alive
+// sent by the new acquisition succeeded, so the TTL counts from after its
+// send, as a grant's would.
+type spare struct {
+	id      clientv3.LeaseID
+	renewed time.Time // when its last grant or keep-alive was sent
+}
+
+// maxSpares bounds the spare leases kept per TTL.
+const maxSpares = 64
+
+// lease is a lease of ttl seconds for a new acquisition, and when the grant
+// or keep-alive that made it live for ttl was sent: a spare kept alive, or
+// a new grant.
+func (b *backend) lease(ctx context.Context, ttl int64) (clientv3.LeaseID, time.Time, error) {
+	for {
+		sp, ok := b.takeSpare(ttl)
+		if !ok {
+			break
+		}
+		sent := time.Now()
+		_, err := b.cli.KeepAliveOnce(ctx, sp.id)
+		if err == nil {
+			return sp.id, sent, nil
+		}
+		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			b.recycle(ttl, sp.id, sp.renewed)
+			return 0, time.Time{}, err
+		}
+	}
+	sent := time.Now()
+	id, err := b.grant(ctx, ttl)
+	return id, sent, err
+}
+
+// takeSpare takes a spare of ttl seconds kept alive within the last half
+// TTL; older ones are dropped (they expire with no key bound to them).
+func (b *backend) takeSpare(ttl int64) (spare, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.spares[ttl]
+	for len(l) > 0 {
+		sp := l[len(l)-1]
+		l = l[:len(l)-1]
+		if time.Since(sp.renewed) < time.Duration(ttl)*time.Second/2 {
+			b.spares[ttl] = l
+			return sp, true
+		}
+	}
+	b.spares[ttl] = l
+	return spare{}, false
+}
+
+// recycle keeps lease, bound to no key, as a spare of ttl seconds, or
+// revokes it when there are enough.
+func (b *backend) recycle(ttl int64, id clientv3.LeaseID, renewed time.Time) {
+	b.mu.Lock()
+	if !b.closed && ttl > 0 && len(b.spares[ttl]) < maxSpares {
+		b.spares[ttl] = append(b.spares[ttl], spare{id, renewed})
+		b.mu.Unlock()
+		return
+	}
+	b.mu.Unlock()
+	b.revokeLater(id)
 }
 
 // revoke revokes lease, bounded by ctx; a lease it misses expires with its
@@ -396,13 +476,24 @@ func (b *backend) Ping(ctx context.Context) error {
 	return classify(err)
 }
 
-// Close waits for the revokes in flight and forgets every acquisition; it
-// does not close the client.
+// Close revokes the spare leases, waits for the revokes in flight and
+// forgets every acquisition; it does not close the client.
 func (b *backend) Close() error {
-	b.bg.Wait()
 	b.mu.Lock()
+	b.closed = true
+	var ids []clientv3.LeaseID
+	for _, l := range b.spares {
+		for _, sp := range l {
+			ids = append(ids, sp.id)
+		}
+	}
+	clear(b.spares)
 	clear(b.acqs)
 	b.mu.Unlock()
+	for _, id := range ids {
+		b.revokeLater(id)
+	}
+	b.bg.Wait()
 	return nil
 }
 

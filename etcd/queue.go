@@ -46,11 +46,11 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	k := Key(req.Key, req.Token)
 	var resp *clientv3.TxnResponse
 	if a == nil {
-		sent = time.Now()
-		lease, err := b.grant(ctx, ttl)
+		lease, leased, err := b.lease(ctx, ttl)
 		if err != nil {
 			return driver.QueueResult{}, classify(err)
 		}
+		sent = leased
 		// Join: write the key if the token has none, and read, after the
 		// write, the last two keys (this one and its predecessor) and how
 		// many keys are queued (the position: this key is the last).

@@ -256,7 +256,7 @@ func (c *Client) open(spec driver.Spec) error {
 		if g.queue != nil {
 			c.queue = g
 		} else {
-			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue with push wake-up (only the Redis backend does); use wait poll", spec.Name)
+			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue with push wake-up (the Redis and etcd backends do); use wait poll", spec.Name)
 		}
 		be = g
 	}

@@ -72,12 +72,12 @@ type Policy struct {
 	ReplicaTimeout time.Duration
 
 	// Wait is how an acquisition waits for a held lock: WaitPoll (the
-	// zero value) retries per Retry; WaitFIFO queues it in Redis, in
-	// arrival order, hands the lock over on release and wakes the next
-	// waiter by push (docs/semantics.md). Under WaitFIFO, Retry.MaxWait
+	// zero value) retries per Retry; WaitFIFO queues it in the backend, in
+	// arrival order, and wakes the next waiter by push on release
+	// (docs/semantics.md). Under WaitFIFO, Retry.MaxWait
 	// (required when MaxAttempts > 1) and ctx bound the wait, MaxAttempts
 	// <= 1 makes a single attempt, and the backoff fields are unused.
-	// Only the Redis backend (single, Sentinel, Cluster) keeps queues;
+	// The Redis (single, Sentinel, Cluster) and etcd backends keep queues;
 	// Redlock and PostgreSQL clients refuse WaitFIFO domains, and so does
 	// Replicas > 0.
 	Wait Wait
