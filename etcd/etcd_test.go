@@ -293,7 +293,7 @@ func TestLostKey(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	var cause error
 	err := l.Do(ctx, func(fctx context.Context, lease *lockkit.Lease) error {
-		if _, err := raw.Delete(ctx, lease.Key()+"\x00", clientv3.WithRange(lease.Key()+"\x01")); err != nil {
+		if _, err := raw.Delete(fctx, lease.Key()+"\x00", clientv3.WithRange(lease.Key()+"\x01")); err != nil {
 			return err
 		}
 		select {

@@ -337,7 +337,11 @@ func TestFaultQuorumLoss(t *testing.T) {
 		// A fresh client, on the surviving member only, asks once.
 		cl := newClientOn(t, c.Members[i].Endpoint())
 		l := lockOf(cl, "fault", lockkit.Policy{TTL: ttl, Fencing: true}, "x")
-		_, probe = l.TryAcquire(ctxT(t, 10*time.Second))
+		var lease *lockkit.Lease
+		lease, probe = l.TryAcquire(ctxT(t, 10*time.Second))
+		if lease != nil {
+			_ = lease.Release(ctxT(t, 5*time.Second))
+		}
 		time.Sleep(time.Second)
 		back = time.Now()
 		c.Members[a].Start(t)
