@@ -340,7 +340,9 @@ func TestFaultQuorumLoss(t *testing.T) {
 		var lease *lockkit.Lease
 		lease, probe = l.TryAcquire(ctxT(t, 10*time.Second))
 		if lease != nil {
-			_ = lease.Release(ctxT(t, 5*time.Second))
+			if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
+				t.Logf("releasing a lease granted without quorum: %v", err)
+			}
 		}
 		time.Sleep(time.Second)
 		back = time.Now()
