@@ -14,7 +14,6 @@ var heavy = []string{
 	"go.opentelemetry.io/otel/exporters",
 	"google.golang.org/protobuf",
 	"google.golang.org/grpc",
-	"go.etcd.io/etcd", // the etcd backend's client: only package etcd links it
 }
 
 // light are the packages an application links by importing lockkit or its
@@ -94,8 +93,7 @@ func (g graph) chain(target string) []string {
 }
 
 // TestLightImport: the packages an application gets by importing lockkit link
-// no OpenTelemetry SDK, exporter, protobuf, gRPC or etcd client package (the
-// etcd backend is its own package, etcd). A failure names
+// no OpenTelemetry SDK, exporter, protobuf or gRPC package. A failure names
 // the import chain that pulls the first heavy package in.
 func TestLightImport(t *testing.T) {
 	for _, pkg := range light {
@@ -131,9 +129,6 @@ func TestHeavyIsDetected(t *testing.T) {
 	}
 	if c := g.chain("go.opentelemetry.io/otel/sdk/trace"); len(c) < 2 || c[0] != "github.com/lockkit/lockkit/telemetry/otelsetup" {
 		t.Errorf("chain to the SDK = %v", c)
-	}
-	if e := deps(t, "./etcd"); !isHeavy("go.etcd.io/etcd/client/v3") || e.imports["go.etcd.io/etcd/client/v3"] == nil {
-		t.Error("the etcd backend's client is not seen as a heavy dependency of package etcd")
 	}
 	if _, ok := deps(t, "./lockkit").imports["go.opentelemetry.io/otel/trace"]; !ok {
 		t.Error("lockkit does not link the OpenTelemetry trace API: is go list answering for the right module?")
