@@ -20,9 +20,12 @@
 //
 // What each operation does:
 //
-//   - Acquire (wait poll) grants a lease, then in one transaction writes the
-//     key only when K has no key at all; otherwise it revokes the lease and
-//     answers contended, leaving nothing behind.
+//   - Acquire (wait poll) takes a lease, then in one transaction writes the
+//     key only when K has no key at all; otherwise it keeps the lease for a
+//     later acquisition and answers contended, leaving no key behind. An
+//     attempt on a key the last attempt found held reads first (a
+//     linearizable count of K's keys, no write) and answers contended from
+//     that, so pollers do not load the cluster with writes.
 //   - QueueAcquire (wait fifo) writes the key once per token and keeps it
 //     alive while the token waits; the token holds the lock when its key has
 //     the lowest create revision, and waits for a push: a watch on the
@@ -118,6 +121,7 @@ func New(cli *clientv3.Client, opts ...Option) driver.Spec {
 				cmdTimeout: cfg.CommandTimeout,
 				acqs:       make(map[string]*acq),
 				spares:     make(map[int64][]spare),
+				contended:  make(map[string]time.Time),
 			}, nil
 		}
 	}
@@ -163,8 +167,10 @@ type backend struct {
 	mu     sync.Mutex
 	acqs   map[string]*acq   // by token
 	spares map[int64][]spare // by TTL in seconds
-	closed bool
-	bg     sync.WaitGroup // revokes in flight
+	// contended: when an attempt on a key last found it held (poll mode).
+	contended map[string]time.Time
+	closed    bool
+	bg        sync.WaitGroup // revokes in flight
 }
 
 var (
@@ -230,12 +236,24 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	start, end := rangeOf(req.Key)
+	if b.wasContended(req.Key) {
+		// A poller: a read through consensus (no write, no lease) tells
+		// a held lock, so waiting contenders do not load the cluster with
+		// writes. The transaction below still decides.
+		r, err := b.cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithCountOnly())
+		if err != nil {
+			return 0, classify(err)
+		}
+		if r.Count > 0 {
+			return 0, driver.ErrContended
+		}
+	}
 	lease, sent, err := b.lease(ctx, ttl)
 	if err != nil {
 		return 0, classify(err)
 	}
 	k := Key(req.Key, req.Token)
-	start, end := rangeOf(req.Key)
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(start).WithRange(end), "=", 0)).
 		Then(clientv3.OpPut(k, req.Holder, clientv3.WithLease(lease))).
@@ -250,8 +268,10 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	}
 	if !resp.Succeeded { // held, or waited for: nothing was written
 		b.recycle(ttl, lease, sent)
+		b.setContended(req.Key, true)
 		return 0, driver.ErrContended
 	}
+	b.setContended(req.Key, false)
 	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
 	b.remember(req.Token, a)
 	return fenceOf(a, req.Fencing), nil
@@ -267,12 +287,6 @@ func fenceOf(a *acq, fencing bool) int64 {
 func (b *backend) remember(token string, a *acq) {
 	b.mu.Lock()
 	b.acqs[token] = a
-	b.mu.Unlock()
-}
-
-func (b *backend) forget(token string) {
-	b.mu.Lock()
-	delete(b.acqs, token)
 	b.mu.Unlock()
 }
 
@@ -304,7 +318,7 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	}
 	if err := b.keepAlive(ctx, a); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			b.forget(token) // expired: its key is gone with it
+			b.claim(token, a) // expired: its key is gone with it
 			return false, nil
 		}
 		return false, classify(err)
@@ -315,8 +329,9 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 	}
 	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != a.rev {
 		// Deleted under it: the lease guards nothing any more.
-		b.forget(token)
-		b.revokeLater(a.lease)
+		if b.claim(token, a) {
+			b.revokeLater(a.lease)
+		}
 		return false, nil
 	}
 	return true, nil
@@ -341,11 +356,10 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 	if a == nil {
 		return false, nil
 	}
-	held, err := b.deleteOwn(ctx, a)
+	held, err := b.deleteOwn(ctx, token, a)
 	if err != nil {
 		return false, err // remembered: a retry finds it
 	}
-	b.forget(token)
 	return held, nil
 }
 
@@ -354,7 +368,7 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 // lost), in one transaction; nothing is ever deleted by its name alone. The
 // lease, bound to no key any more, is kept for a later acquisition
 // (recycle); when the key was not a's any more, it is revoked.
-func (b *backend) deleteOwn(ctx context.Context, a *acq) (bool, error) {
+func (b *backend) deleteOwn(ctx context.Context, token string, a *acq) (bool, error) {
 	own := clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.rev)
 	if a.rev == 0 {
 		own = clientv3.Compare(clientv3.LeaseValue(a.key), "=", a.lease)
@@ -363,15 +377,61 @@ func (b *backend) deleteOwn(ctx context.Context, a *acq) (bool, error) {
 	if err != nil {
 		return false, classify(err)
 	}
-	if !resp.Succeeded {
+	if !b.claim(token, a) {
+		// A renewal in flight found the key gone first and disposed of
+		// the lease.
+		return resp.Succeeded, nil
+	}
+	if !resp.Succeeded || a.rev == 0 { // a.rev 0: its revoke is under way
 		b.revokeLater(a.lease)
-		return false, nil
+		return resp.Succeeded, nil
 	}
 	b.mu.Lock()
-	renewed := a.renewed
+	renewed := a.renewed // a renewal in flight may still write it
 	b.mu.Unlock()
 	b.recycle(a.ttl, a.lease, renewed)
 	return true, nil
+}
+
+// wasContended reports whether the last attempt on key in this process
+// found it held, less than a minute ago.
+func (b *backend) wasContended(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.contended[key]
+	return ok && time.Since(at) < time.Minute
+}
+
+// setContended records whether an attempt on key found it held (at most
+// maxContended keys; beyond, the record starts again).
+func (b *backend) setContended(key string, held bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !held {
+		delete(b.contended, key)
+		return
+	}
+	if len(b.contended) >= maxContended {
+		clear(b.contended)
+	}
+	b.contended[key] = time.Now()
+}
+
+const maxContended = 4096
+
+// claim ends token's acquisition a in this backend: it reports whether this
+// caller is the one that did, and so the one that disposes of a's lease
+// (recycles or revokes it). A release and a renewal in flight can both find
+// a's key gone; only one of them may touch the lease, which may already
+// carry another acquisition's key once recycled.
+func (b *backend) claim(token string, a *acq) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.acqs[token] != a {
+		return false
+	}
+	delete(b.acqs, token)
+	return true
 }
 
 // A spare is a lease that no key is bound to any more (its acquisition was

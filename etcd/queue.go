@@ -38,7 +38,7 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 				return driver.QueueResult{}, classify(err)
 			}
-			b.forget(req.Token) // its place is gone: join again
+			b.claim(req.Token, a) // its place is gone: join again
 			a = nil
 		}
 	}
@@ -95,8 +95,9 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	own := resp.Responses[0].GetResponseRange().Kvs
 	if len(own) == 0 || own[0].CreateRevision != a.rev {
 		// Deleted under the waiter: give the lease back and join again.
-		b.forget(req.Token)
-		b.revokeLater(a.lease)
+		if b.claim(req.Token, a) {
+			b.revokeLater(a.lease)
+		}
 		return b.QueueAcquire(ctx, req)
 	}
 	pred := resp.Responses[1].GetResponseRange().Kvs
