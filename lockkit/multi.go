@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/obs"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 )
 
 // Locker is a lock of any domain: a Lock, or a generated lock type, which
@@ -277,7 +277,7 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, 
 		}
 	}
 	// end ends the acquisitions of set[from:], which got no lease.
-	end := func(from int, o telemetry.Outcome, err error) {
+	end := func(from int, o telnames.Outcome, err error) {
 		for _, h := range holds[from:] {
 			h.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: 1, Contended: err == ErrNotAcquired, Err: err})
 			h.End(o, err)
@@ -288,12 +288,12 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, 
 	switch {
 	case err == nil:
 	case errors.Is(err, driver.ErrContended):
-		end(0, telemetry.OutcomeContended, ErrNotAcquired)
+		end(0, telnames.OutcomeContended, ErrNotAcquired)
 		return nil, nil, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
 		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
-		end(0, attemptOutcome(err, telemetry.OutcomeContended), err)
+		end(0, attemptOutcome(err, telnames.OutcomeContended), err)
 		return nil, nil, err
 	default:
 		// The script may have run even though the reply was lost: give
@@ -306,7 +306,7 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, 
 		if ctx.Err() != nil {
 			end(0, ctxOutcome(ctx), err)
 		} else {
-			end(0, attemptOutcome(err, telemetry.OutcomeContended), err)
+			end(0, attemptOutcome(err, telnames.OutcomeContended), err)
 		}
 		return nil, nil, err
 	}
@@ -318,9 +318,9 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, 
 			// Too late to trust, or the client closed: grant gave back this
 			// lock's key (and ended its hold when closed); give back the
 			// rest, and the caller the leases already made.
-			from, o := i, attemptOutcome(err, telemetry.OutcomeContended)
+			from, o := i, attemptOutcome(err, telnames.OutcomeContended)
 			if err == ErrClosed {
-				from, o = i+1, telemetry.OutcomeClosed
+				from, o = i+1, telnames.OutcomeClosed
 			}
 			for j := i + 1; j < n; j++ {
 				_, _ = set[j].releaseToken(ctx, c.be, reqs[j].Token)
