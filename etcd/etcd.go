@@ -69,6 +69,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/policy"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -174,9 +175,8 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend    = (*backend)(nil)
-	_ driver.Queue      = (*backend)(nil)
-	_ driver.TTLChecker = (*backend)(nil)
+	_ driver.Backend = (*backend)(nil)
+	_ driver.Queue   = (*backend)(nil)
 )
 
 // Capabilities: whole-second TTLs from the server's minimum, create
@@ -192,26 +192,14 @@ func (b *backend) Capabilities() driver.Capabilities {
 	}
 }
 
-// CheckTTL refuses a domain TTL that etcd cannot keep as it is: not whole
-// seconds, or under the server's minimum (which the server would raise).
-func (b *backend) CheckTTL(ttl time.Duration) error {
-	switch {
-	case ttl%time.Second != 0:
-		return fmt.Errorf("ttl %v is not a whole number of seconds, which etcd counts lease TTLs in; set the domain's ttl to %v or %v", ttl, max(ttl.Truncate(time.Second), b.minTTL), ttl.Truncate(time.Second)+time.Second)
-	case ttl < b.minTTL:
-		return fmt.Errorf("ttl %v is under %v, the shortest lease the etcd server keeps (1.5 × its election timeout, in whole seconds; it would raise a shorter one): set the domain's ttl to at least %v, or etcd.WithMinTTL if your cluster's election timeout is shorter", ttl, b.minTTL, b.minTTL)
-	case ttl > maxTTL:
-		return fmt.Errorf("ttl %v is over %v, the longest lease etcd grants", ttl, maxTTL)
-	}
-	return nil
-}
-
 // check refuses a request the backend cannot serve: a final error.
 func (b *backend) check(key string, ttl time.Duration) (int64, error) {
 	if key == "" || strings.Contains(key, sep) {
 		return 0, fmt.Errorf("lockkit: etcd: lock key %q is empty or contains a NUL byte, which ends a lock key in the etcd key layout: %w", key, driver.ErrFinal)
 	}
-	if err := b.CheckTTL(ttl); err != nil {
+	// The Client refuses such a domain when it is declared (from
+	// Capabilities); a request is checked by the same rule.
+	if err := policy.CheckStoreTTL(ttl, "etcd", b.minTTL, time.Second, maxTTL); err != nil {
 		return 0, fmt.Errorf("lockkit: etcd: %w: %w", err, driver.ErrFinal)
 	}
 	return int64(ttl / time.Second), nil

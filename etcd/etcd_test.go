@@ -382,8 +382,8 @@ func TestTTLRefusal(t *testing.T) {
 		ttl  time.Duration
 		want []string
 	}{
-		{time.Second, []string{`"short"`, "2s", "the shortest lease", "WithMinTTL"}},
-		{2500 * time.Millisecond, []string{`"short"`, "whole number of seconds", "2s or 3s"}},
+		{time.Second, []string{`"short"`, "under the etcd backend's minimum 2s"}},
+		{2500 * time.Millisecond, []string{`"short"`, "not a whole number of the etcd backend's TTL unit 1s", "such as 3s"}},
 	} {
 		d := cl.Domain(lockkit.DomainSpec{Name: "short", Policy: lockkit.Policy{TTL: tc.ttl}})
 		err := d.Err()
