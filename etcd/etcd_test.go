@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,7 +76,6 @@ func lockOf(c *lockkit.Client, name string, p lockkit.Policy, id string) lockkit
 	return c.Domain(lockkit.DomainSpec{Name: name, Policy: p}).Key(32).Literal(name + ":").String(id).Lock()
 }
 
-var retry = lockkit.RetryPolicy{MaxAttempts: 100000, InitialInterval: 2 * time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 30 * time.Second}
 
 // keysOf lists the etcd keys of lock key key (every holder and waiter).
 func keysOf(t testing.TB, cli *clientv3.Client, key string) []string {
@@ -94,63 +92,6 @@ func keysOf(t testing.TB, cli *clientv3.Client, key string) []string {
 }
 
 const ttl = 2 * time.Second
-
-// Mutual exclusion: 4 clients, each with its own etcd client, 8 goroutines
-// each, do a non-atomic read-modify-write under one lock (wait poll). No
-// update is lost, no two critical sections overlap, and every holder's fence
-// is above the previous holder's.
-func TestMutualExclusion(t *testing.T) {
-	c := testserver.StartEtcd(t, 1)
-	const clients, perCl, rounds = 4, 8, 4
-	var (
-		counter, lastFence atomic.Int64
-		inside, overlap    atomic.Int32
-		wg                 sync.WaitGroup
-		errs               = make(chan error, clients*perCl)
-	)
-	p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: retry}
-	for range clients {
-		l := lockOf(newClient(t, c), "counter", p, "x")
-		for range perCl {
-			wg.Go(func() {
-				for range rounds {
-					err := l.Do(ctxT(t, 60*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
-						if inside.Add(1) != 1 {
-							overlap.Add(1)
-						}
-						defer inside.Add(-1)
-						if f, last := lease.Fence(), lastFence.Load(); f <= last {
-							return fmt.Errorf("fence %d not above the previous holder's %d", f, last)
-						}
-						lastFence.Store(lease.Fence())
-						v := counter.Load()
-						time.Sleep(200 * time.Microsecond)
-						counter.Store(v + 1)
-						return nil
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if n := overlap.Load(); n != 0 {
-		t.Errorf("%d overlapping critical sections", n)
-	}
-	if got, want := counter.Load(), int64(clients*perCl*rounds); got != want {
-		t.Errorf("counter = %d, want %d (lost updates)", got, want)
-	}
-	if k := keysOf(t, newCli(t, c), lockOf(newClient(t, c), "counter", p, "x").Key()); len(k) != 0 {
-		t.Errorf("keys left after every release: %q", k)
-	}
-}
 
 // A contended poll attempt leaves no key behind, and its lease is kept as
 // one spare for the next attempts, revoked at Close.
@@ -250,68 +191,6 @@ func TestStaleToken(t *testing.T) {
 	r, err := cli.Get(ctx, etcd.Key("s", "B"))
 	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "impostor" || r.Kvs[0].CreateRevision <= fB {
 		t.Errorf("the re-created key was touched: %v %v", r, err)
-	}
-}
-
-// A lock not extended expires at its TTL on the server: another owner gets
-// it no earlier than the TTL after the grant, and within the TTL plus the
-// server's expiry sweep and a margin.
-func TestExpiry(t *testing.T) {
-	c := testserver.StartEtcd(t, 1)
-	be := openBackend(t, newCli(t, c))
-	ctx := ctxT(t, 30*time.Second)
-	sent := time.Now()
-	if _, err := be.Acquire(ctx, &driver.Request{Key: "e", Token: "A", TTL: ttl}); err != nil {
-		t.Fatal(err)
-	}
-	granted := time.Now()
-	for {
-		_, err := be.Acquire(ctx, &driver.Request{Key: "e", Token: "B", TTL: ttl})
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, driver.ErrContended) {
-			t.Fatal(err)
-		}
-		if time.Since(sent) > ttl+8*time.Second {
-			t.Fatalf("not expired %v after the grant (TTL %v)", time.Since(sent), ttl)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	// The server counts the lease from its grant, after the acquire was
-	// sent (and before it returned).
-	if d := time.Since(sent); d < ttl {
-		t.Errorf("taken over %v after the acquire was sent, before the TTL %v", d, ttl)
-	}
-	t.Logf("the acquire took %v", granted.Sub(sent))
-	t.Logf("expired and taken over %v after the grant (TTL %v)", time.Since(sent), ttl)
-}
-
-// A key taken away on the server mid-Do: Do returns ErrLockLost, and fn's
-// ctx is cancelled with that cause, within a renewal interval and margin.
-func TestLostKey(t *testing.T) {
-	c := testserver.StartEtcd(t, 1)
-	raw := newCli(t, c)
-	l := lockOf(newClient(t, c), "lost", lockkit.Policy{TTL: ttl, Fencing: true}, "x")
-	ctx := ctxT(t, 30*time.Second)
-	var cause error
-	err := l.Do(ctx, func(fctx context.Context, lease *lockkit.Lease) error {
-		if _, err := raw.Delete(fctx, lease.Key()+"\x00", clientv3.WithRange(lease.Key()+"\x01")); err != nil {
-			return err
-		}
-		select {
-		case <-fctx.Done():
-			cause = context.Cause(fctx)
-			return fctx.Err()
-		case <-time.After(10 * time.Second):
-			return errors.New("fn's ctx not cancelled 10s after its key was deleted")
-		}
-	})
-	if !errors.Is(err, lockkit.ErrLockLost) {
-		t.Errorf("Do: %v, want ErrLockLost", err)
-	}
-	if !errors.Is(cause, lockkit.ErrLockLost) {
-		t.Errorf("fn's ctx cause: %v, want ErrLockLost", cause)
 	}
 }
 
