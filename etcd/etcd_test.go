@@ -76,7 +76,6 @@ func lockOf(c *lockkit.Client, name string, p lockkit.Policy, id string) lockkit
 	return c.Domain(lockkit.DomainSpec{Name: name, Policy: p}).Key(32).Literal(name + ":").String(id).Lock()
 }
 
-
 // keysOf lists the etcd keys of lock key key (every holder and waiter).
 func keysOf(t testing.TB, cli *clientv3.Client, key string) []string {
 	t.Helper()
