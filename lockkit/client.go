@@ -262,7 +262,7 @@ func (c *Client) open(spec driver.Spec) error {
 		case g.waiter != nil:
 			c.waiter = g
 		default:
-			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue (only the Redis and PostgreSQL backends do); use wait poll", spec.Name)
+			c.noQueue = fmt.Errorf("wait fifo is not available on the %s backend: it keeps no FIFO queue (the Redis, PostgreSQL, etcd and ZooKeeper backends do); use wait poll", spec.Name)
 		}
 		be = g
 	}

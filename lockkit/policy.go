@@ -73,12 +73,12 @@ type Policy struct {
 
 	// Wait is how an acquisition waits for a held lock: WaitPoll (the
 	// zero value) retries per Retry; WaitFIFO queues it in arrival order:
-	// in Redis, which hands the lock over on release and wakes the next
-	// waiter by push, or in PostgreSQL's own lock queue (docs/semantics.md).
-	// Under WaitFIFO, Retry.MaxWait (required when MaxAttempts > 1) and ctx
-	// bound the wait, MaxAttempts <= 1 makes a single attempt, and the
-	// backoff fields are unused. Redlock clients refuse WaitFIFO domains,
-	// and so does Replicas > 0.
+	// in Redis, etcd or ZooKeeper, which hand the lock over on release and
+	// wake the next waiter by push, or in PostgreSQL's own lock queue
+	// (docs/semantics.md). Under WaitFIFO, Retry.MaxWait (required when
+	// MaxAttempts > 1) and ctx bound the wait, MaxAttempts <= 1 makes a
+	// single attempt, and the backoff fields are unused. Redlock clients
+	// refuse WaitFIFO domains, and so does Replicas > 0.
 	Wait Wait
 }
 

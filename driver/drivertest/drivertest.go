@@ -38,6 +38,12 @@ type Harness struct {
 	// store keeps across a restart; either nil skips the subtests that
 	// need them.
 	Stop, Start func(t *testing.T)
+	// Durable: the store keeps held locks across a restart (etcd: keys
+	// and leases are in its replicated log). The restart subtest then
+	// checks that the holder keeps its lock through a restart shorter than
+	// its TTL and nobody else gets it, where for the others it checks that
+	// the holder learns of the loss.
+	Durable bool
 }
 
 // Run drives the real lockkit Client, and the raw backend, over h's
@@ -515,10 +521,12 @@ func (s *suite) restart(t *testing.T) {
 	f1 := h.lease.Fence()
 	s.h.Stop(t)
 	s.h.Start(t)
-	if c := <-h.cause; !errors.Is(c, lockkit.ErrLockLost) {
+	if s.h.Durable {
+		s.keptAcrossRestart(t, c1, c2, p, h)
+	} else if c := <-h.cause; !errors.Is(c, lockkit.ErrLockLost) {
 		t.Fatalf("%s: fn's ctx cause after a restart: %v; want ErrLockLost", s.h.Name, c)
 	}
-	if err := <-h.done; !errors.Is(err, lockkit.ErrLockLost) {
+	if err := <-h.done; !s.h.Durable && !errors.Is(err, lockkit.ErrLockLost) {
 		t.Fatalf("%s: Do after a restart under fn = %v; want ErrLockLost", s.h.Name, err)
 	}
 	var f2 int64
@@ -532,6 +540,35 @@ func (s *suite) restart(t *testing.T) {
 		t.Fatalf("%s: fence after the restart %d, not above the %d before it", s.h.Name, f2, f1)
 	}
 	t.Logf("%s: fences across the restart: %d -> %d", s.h.Name, f1, f2)
+}
+
+// keptAcrossRestart: on a durable store the holder keeps its lock through the
+// restart: another client's single attempts are refused (ErrNotAcquired,
+// once the server answers again) while the holder's lease stays valid; then
+// the holder's client closes, which ends its fn and releases the lock.
+func (s *suite) keptAcrossRestart(t *testing.T, c1, c2 *lockkit.Client, p lockkit.Policy, h held) {
+	t.Helper()
+	l2 := lockOf(s.domain(t, c2, p), "x")
+	deadline := time.Now().Add(patience)
+	for {
+		err := l2.TryDo(ctxFor(t, patience), nop)
+		if errors.Is(err, lockkit.ErrNotAcquired) {
+			break
+		}
+		if err == nil || !errors.Is(err, lockkit.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("%s: TryDo by another client after a restart under a holder: %v; want ErrNotAcquired (the store keeps locks across restarts)", s.h.Name, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := h.lease.Err(); err != nil {
+		t.Fatalf("%s: the holder's lease after a restart of a durable store: %v; want it held", s.h.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := c1.Close(ctx); err != nil {
+		t.Fatalf("%s: closing the holder's client: %v", s.h.Name, err)
+	}
+	<-h.cause
 }
 
 // lostMidFn: the key is taken from the holder on the server while fn runs

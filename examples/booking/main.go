@@ -8,8 +8,10 @@
 //	go run ./examples/booking
 //
 // With DATABASE_URL set it takes its locks, and keeps its bookings, in
-// PostgreSQL (see postgres.go); with ZOOKEEPER_SERVERS set it takes its locks
-// in that ZooKeeper ensemble (see zookeeper.go); otherwise, with no REDIS_URL, it runs on an
+// PostgreSQL (see postgres.go); with ETCD_ENDPOINTS set it takes its locks in
+// etcd and keeps its bookings in Redis (see etcd.go); with ZOOKEEPER_SERVERS
+// set it takes its locks in that ZooKeeper ensemble (see zookeeper.go);
+// otherwise, with no REDIS_URL, it runs on an
 // embedded in-process Redis; with
 // OTEL_EXPORTER_OTLP_ENDPOINT set it sends its traces to Jaeger, otherwise it
 // prints a summary of the lock spans.
@@ -58,6 +60,9 @@ func run(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 	}
 	if env.Postgres() {
 		return runPostgres(ctx, w, env)
+	}
+	if exampleenv.EtcdEndpoints() != nil {
+		return runEtcd(ctx, w, env)
 	}
 	db := &database{rdb: env.NewRedis()}
 	if err := db.reset(ctx, "12", "13", "7", "3"); err != nil {
@@ -203,6 +208,9 @@ func newReplica(ctx context.Context, env *exampleenv.Env) (*lockkit.Client, erro
 	if env.Postgres() {
 		c, _, err := env.NewPostgresClient(ctx)
 		return c, err
+	}
+	if eps := exampleenv.EtcdEndpoints(); eps != nil {
+		return env.NewEtcdClient(eps)
 	}
 	return env.NewClient()
 }

@@ -57,6 +57,23 @@ func TestBookingOnZooKeeper(t *testing.T) {
 	checkRace(t, out)
 }
 
+// With ETCD_ENDPOINTS set: the locks in a real 1-member etcd
+// (internal/testserver), the bookings in the embedded Redis: one booking for
+// table 12; a crashed holder's lease expires at its TTL and the next holder's
+// fence is above its.
+func TestBookingOnEtcd(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	t.Setenv("ETCD_ENDPOINTS", c.EndpointsString())
+	out := exampletest.Embedded(t, "lockkit-example-booking", run)
+	if !strings.Contains(out, "lockkit: taking the locks in etcd at [127.0.0.1:") {
+		t.Errorf("no etcd notice in the output")
+	}
+	checkRace(t, out)
+	if !strings.Contains(out, "result: Eve got table 3 ") {
+		t.Errorf("output lacks the crash story's result")
+	}
+}
+
 // With REDIS_URL unset: the embedded miniredis, announced in one line, and
 // the same facts.
 func TestBookingEmbedded(t *testing.T) {

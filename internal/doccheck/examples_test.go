@@ -13,7 +13,7 @@ import (
 
 // publicPackages are the packages an application imports; each of their
 // entry points has a doc example.
-var publicPackages = []string{"lockkit", "fence", "breaker", "telemetry", "telemetry/otelsetup", "postgres"}
+var publicPackages = []string{"lockkit", "fence", "breaker", "telemetry", "telemetry/otelsetup", "postgres", "etcd"}
 
 // TestEveryEntryPointHasAnExample: every entry point of the public packages
 // is named by an Example function (ExampleF or ExampleT_M, with an optional

@@ -169,6 +169,7 @@ func TestRuntimeLinksNoStore(t *testing.T) {
 		{"./schema", ""},
 		{"./postgres", "github.com/jackc/pgx"},
 		{"./goredis", "github.com/redis/go-redis"},
+		{"./etcd", "go.etcd.io/etcd"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.TrimPrefix(tc.pkg, "./"), func(t *testing.T) {

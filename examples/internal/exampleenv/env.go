@@ -67,9 +67,10 @@ type Env struct {
 }
 
 type replica struct {
-	lk      *lockkit.Client
-	rdb     *redis.Client
-	crashed bool
+	lk         *lockkit.Client
+	rdb        *redis.Client
+	crashed    bool
+	closeAfter func() error // the replica's own store client (etcd), closed after lk
 }
 
 // Open prepares an example's environment. serviceName names the example in
@@ -260,6 +261,11 @@ func (e *Env) Close() error {
 		if err != nil && !r.crashed {
 			// A crashed replica cannot release; its keys expire by TTL.
 			errs = append(errs, err)
+		}
+		if r.closeAfter != nil && !r.crashed {
+			if err := r.closeAfter(); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if e.summary != nil {

@@ -1,0 +1,199 @@
+package etcd_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/lockkit/lockkit/lockkit"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// BenchmarkAcquireRelease: one uncontended acquire+release through the
+// Client on a 1-member etcd, against etcd's own concurrency.Mutex on the
+// same member, interleaved operation by operation (each iteration runs every
+// variant once, in a rotating order) so that the machine's speed changes hit
+// them alike:
+//
+//	go test ./etcd -run '^$' -bench AcquireRelease -benchtime 2000x -count 3
+//
+// Variants: raw-mutex (Lock+Unlock on one long-lived Session: one lease for
+// every acquisition), raw-session (NewSession+Lock+Unlock+Close: a lease per
+// acquisition, as lockkit keeps), lockkit (TryAcquire+Release, no fencing)
+// and lockkit-fenced. Metrics: each variant's µs/op, and lockkit's ratios
+// to both raw variants.
+func BenchmarkAcquireRelease(b *testing.B) {
+	c := testserver.StartEtcd(b, 1)
+	cli := newCli(b, c)
+	ctx := context.Background()
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sess.Close() })
+	m := concurrency.NewMutex(sess, "bench-raw/")
+	lc := newClient(b, c)
+	l := lockOf(lc, "bench", lockkit.Policy{TTL: 10 * time.Second}, "x")
+	lf := lockOf(lc, "bench-fenced", lockkit.Policy{TTL: 10 * time.Second, Fencing: true}, "x")
+	lockkitOp := func(l lockkit.Lock) func() {
+		return func() {
+			lease, err := l.TryAcquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := lease.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	variants := []struct {
+		name string
+		op   func()
+	}{
+		{"raw-mutex", func() {
+			if err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"raw-session", func() {
+			s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := concurrency.NewMutex(s, "bench-session/")
+			if err := m.Lock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"lockkit", lockkitOp(l)},
+		{"lockkit-fenced", lockkitOp(lf)},
+	}
+	total := make([]time.Duration, len(variants))
+	for i := range 20 { // warm-up
+		variants[i%len(variants)].op()
+	}
+	n := 0
+	for b.Loop() {
+		for j := range variants {
+			k := (n + j) % len(variants)
+			start := time.Now()
+			variants[k].op()
+			total[k] += time.Since(start)
+		}
+		n++
+	}
+	us := func(k int) float64 { return float64(total[k].Microseconds()) / float64(n) }
+	for k, v := range variants {
+		b.ReportMetric(us(k), v.name+"-us/op")
+	}
+	b.ReportMetric(us(2)/us(0), "lockkit/raw-mutex")
+	b.ReportMetric(us(2)/us(1), "lockkit/raw-session")
+	b.ReportMetric(us(3)/us(0), "fenced/raw-mutex")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkContendedFIFO: 16 waiters (4 goroutines on each of 4 clients,
+// like 4 replicas) take one key in turn, hold it 1 ms and go again, for 3 s
+// per b.N: lockkit with wait fifo, and concurrency.Mutex (each goroutine
+// its own Session, as a Session's Mutexes on one prefix share a key):
+//
+//	go test ./etcd -run '^$' -bench ContendedFIFO -benchtime 1x -count 3
+//
+// Metrics: cs/s, wait-p50-ms and wait-p99-ms (from the start of an
+// acquisition to its grant) and p99 in critical sections (strict FIFO's floor
+// is 15).
+func BenchmarkContendedFIFO(b *testing.B) {
+	c := testserver.StartEtcd(b, 1)
+	b.Run("lockkit-fifo", func(b *testing.B) {
+		p := lockkit.Policy{TTL: 10 * time.Second, Wait: lockkit.WaitFIFO, Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Minute}}
+		var takers []func(ctx context.Context, fn func()) error
+		for range 4 {
+			l := lockOf(newClient(b, c), "contended", p, "x")
+			for range 4 {
+				takers = append(takers, func(ctx context.Context, fn func()) error {
+					return l.Do(ctx, func(context.Context, *lockkit.Lease) error { fn(); return nil })
+				})
+			}
+		}
+		runContended(b, takers)
+	})
+	b.Run("raw-mutex", func(b *testing.B) {
+		var takers []func(ctx context.Context, fn func()) error
+		for range 4 {
+			cli := newCli(b, c)
+			for range 4 {
+				s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = s.Close() })
+				m := concurrency.NewMutex(s, "contended-raw/")
+				takers = append(takers, func(ctx context.Context, fn func()) error {
+					if err := m.Lock(ctx); err != nil {
+						return err
+					}
+					fn()
+					return m.Unlock(ctx)
+				})
+			}
+		}
+		runContended(b, takers)
+	})
+}
+
+func runContended(b *testing.B, takers []func(ctx context.Context, fn func()) error) {
+	const (
+		hold = time.Millisecond
+		run  = 3 * time.Second
+	)
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+		cs    int
+	)
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), run)
+		var wg sync.WaitGroup
+		for _, take := range takers {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					start := time.Now()
+					err := take(context.WithoutCancel(ctx), func() {
+						w := time.Since(start)
+						time.Sleep(hold)
+						mu.Lock()
+						waits = append(waits, w)
+						cs++
+						mu.Unlock()
+					})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+	}
+	slices.Sort(waits)
+	q := func(p float64) time.Duration { return waits[min(len(waits)-1, int(p*float64(len(waits))))] }
+	per := float64(run) / float64(cs) * float64(b.N)
+	b.ReportMetric(float64(cs)/(float64(b.N)*run.Seconds()), "cs/s")
+	b.ReportMetric(float64(q(0.5).Microseconds())/1000, "wait-p50-ms")
+	b.ReportMetric(float64(q(0.99).Microseconds())/1000, "wait-p99-ms")
+	b.ReportMetric(float64(q(0.99))/per, "p99-in-cs")
+	b.ReportMetric(0, "ns/op")
+}

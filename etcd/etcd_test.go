@@ -1,0 +1,334 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/etcd"
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/lockkit/lockkit/lockkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newCli is a clientv3 client on every member of c, as a user configures one.
+func newCli(t testing.TB, c *testserver.EtcdCluster) *clientv3.Client {
+	t.Helper()
+	return newCliOn(t, c.Endpoints()...)
+}
+
+func newCliOn(t testing.TB, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// newClient is a lockkit client on its own etcd client, closed with the test.
+func newClient(t testing.TB, c *testserver.EtcdCluster) *lockkit.Client {
+	t.Helper()
+	return newClientOn(t, c.Endpoints()...)
+}
+
+func newClientOn(t testing.TB, endpoints ...string) *lockkit.Client {
+	t.Helper()
+	lc, err := lockkit.New(etcd.New(newCliOn(t, endpoints...)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Close(ctxT(t, 10*time.Second)) })
+	return lc
+}
+
+// openBackend is the driver of etcd.New, for the tests that act as a paused
+// holder (no renewals) or send stale tokens.
+func openBackend(t testing.TB, cli *clientv3.Client, opts ...etcd.Option) driver.Backend {
+	t.Helper()
+	spec := etcd.New(cli, opts...)
+	if spec.Err != nil {
+		t.Fatal(spec.Err)
+	}
+	be, err := spec.Open(driver.Config{CommandTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	return be
+}
+
+func lockOf(c *lockkit.Client, name string, p lockkit.Policy, id string) lockkit.Lock {
+	return c.Domain(lockkit.DomainSpec{Name: name, Policy: p}).Key(32).Literal(name + ":").String(id).Lock()
+}
+
+// keysOf lists the etcd keys of lock key key (every holder and waiter).
+func keysOf(t testing.TB, cli *clientv3.Client, key string) []string {
+	t.Helper()
+	resp, err := cli.Get(ctxT(t, 5*time.Second), key+"\x00", clientv3.WithRange(key+"\x01"), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Key))
+	}
+	return out
+}
+
+const ttl = 2 * time.Second
+
+// A contended poll attempt leaves no key behind, and its lease is kept as
+// one spare for the next attempts, revoked at Close.
+func TestContendedLeavesNothing(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	cli := newCli(t, c)
+	be := openBackend(t, cli)
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := be.Acquire(ctx, &driver.Request{Key: "k", Token: "A", TTL: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	leases := func() int {
+		r, err := cli.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(r.Leases)
+	}
+	before := leases()
+	for i := range 5 {
+		if _, err := be.Acquire(ctx, &driver.Request{Key: "k", Token: fmt.Sprint("B", i), TTL: ttl}); !errors.Is(err, driver.ErrContended) {
+			t.Fatalf("second acquire: %v, want ErrContended", err)
+		}
+	}
+	if k := keysOf(t, cli, "k"); len(k) != 1 || k[0] != etcd.Key("k", "A") {
+		t.Errorf("keys = %q, want only A's", k)
+	}
+	// The first attempt's lease is kept as a spare (no key bound to it) and
+	// taken again by the next ones: one lease more, not five.
+	if n := leases(); n > before+1 {
+		t.Errorf("leases: %d after 5 contended attempts, %d before", n, before)
+	}
+	if err := be.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := leases(); n != before {
+		t.Errorf("leases after Close: %d, %d before the contended attempts", n, before)
+	}
+}
+
+// Release and extend with a stale token change nothing, and neither deletes
+// by name: a key re-created under an acquisition's own name (another
+// create revision) is not this acquisition's.
+func TestStaleToken(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	cli := newCli(t, c)
+	be := openBackend(t, cli)
+	other := openBackend(t, cli) // a second process: remembers nothing
+	ctx := ctxT(t, 20*time.Second)
+	req := func(tok string) *driver.Request {
+		return &driver.Request{Key: "s", Token: tok, TTL: ttl, Fencing: true}
+	}
+	if _, err := be.Acquire(ctx, req("A")); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := be.Release(ctx, "s", "A"); err != nil || !held {
+		t.Fatalf("release A: %v %v", held, err)
+	}
+	fB, err := be.Acquire(ctx, req("B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []driver.Backend{be, other} {
+		for _, tok := range []string{"A", "never"} {
+			if held, err := b.Release(ctx, "s", tok); err != nil || held {
+				t.Errorf("release of stale token %s: held %v, %v", tok, held, err)
+			}
+			if held, err := b.Extend(ctx, "s", tok, ttl); err != nil || held {
+				t.Errorf("extend of stale token %s: held %v, %v", tok, held, err)
+			}
+		}
+	}
+	if k := keysOf(t, cli, "s"); len(k) != 1 || k[0] != etcd.Key("s", "B") {
+		t.Fatalf("after stale releases: keys %q, want B's", k)
+	}
+	if held, err := other.Extend(ctx, "s", "B", ttl); err != nil || held {
+		t.Errorf("B extended by a process that did not acquire it: held %v, %v", held, err)
+	}
+	if held, err := be.Extend(ctx, "s", "B", ttl); err != nil || !held {
+		t.Errorf("B's own extend: held %v, %v", held, err)
+	}
+
+	// B's key deleted and written again by name (as a retried unlock by
+	// name would find it): not B's acquisition any more.
+	if _, err := cli.Delete(ctx, etcd.Key("s", "B")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, etcd.Key("s", "B"), "impostor"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := be.Extend(ctx, "s", "B", ttl); err != nil || held {
+		t.Errorf("extend of B after its key was re-created: held %v, %v; want false", held, err)
+	}
+	if held, err := be.Release(ctx, "s", "B"); err != nil || held {
+		t.Errorf("release of B after its key was re-created: held %v, %v; want false", held, err)
+	}
+	r, err := cli.Get(ctx, etcd.Key("s", "B"))
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "impostor" || r.Kvs[0].CreateRevision <= fB {
+		t.Errorf("the re-created key was touched: %v %v", r, err)
+	}
+}
+
+// FIFO: 16 waiters queued one after another get the lock in that order.
+func TestFIFOOrder(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	raw := newCli(t, c)
+	p := lockkit.Policy{TTL: ttl, Fencing: true, Wait: lockkit.WaitFIFO, Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: 60 * time.Second}}
+	cl := newClient(t, c)
+	l := lockOf(cl, "fifo", p, "x")
+	ctx := ctxT(t, 120*time.Second)
+	holder, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+		fails = make(chan error, n)
+	)
+	clients := []*lockkit.Client{cl, newClient(t, c), newClient(t, c), newClient(t, c)}
+	for i := range n {
+		wg.Go(func() {
+			err := lockOf(clients[i%len(clients)], "fifo", p, "x").Do(ctx, func(ctx context.Context, lease *lockkit.Lease) error {
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				return nil
+			})
+			if err != nil {
+				fails <- fmt.Errorf("waiter %d: %w", i, err)
+			}
+		})
+		// Queued when its key is there: the next one joins after it.
+		for len(keysOf(t, raw, l.Key())) != i+2 {
+			if ctx.Err() != nil {
+				t.Fatalf("waiter %d never queued", i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(fails)
+	for err := range fails {
+		t.Error(err)
+	}
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("grant order %v, want 0..%d", order, n-1)
+		}
+	}
+}
+
+// A domain whose TTL etcd cannot keep as it is is refused when declared,
+// naming the domain, the limit and the fix; one the server raises anyway
+// (its election timeout longer than WithMinTTL says) is refused at the
+// grant, and the lease given back.
+func TestTTLRefusal(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	cl := newClient(t, c)
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want []string
+	}{
+		{time.Second, []string{`"short"`, "under the etcd backend's minimum 2s"}},
+		{2500 * time.Millisecond, []string{`"short"`, "not a whole number of the etcd backend's TTL unit 1s", "such as 3s"}},
+	} {
+		d := cl.Domain(lockkit.DomainSpec{Name: "short", Policy: lockkit.Policy{TTL: tc.ttl}})
+		err := d.Err()
+		if err == nil {
+			t.Errorf("ttl %v: domain accepted", tc.ttl)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("ttl %v: %v; want it to say %q", tc.ttl, err, w)
+			}
+		}
+	}
+	if spec := etcd.New(newCli(t, c), etcd.WithMinTTL(1500*time.Millisecond)); spec.Err == nil {
+		t.Error("WithMinTTL(1.5s) accepted")
+	}
+	if spec := etcd.New(nil); spec.Err == nil {
+		t.Error("nil client accepted")
+	}
+
+	// A server with etcd's default timing keeps 2s, and raises 1s.
+	slow := testserver.StartEtcd(t, 1, testserver.WithEtcdTiming(100*time.Millisecond, time.Second))
+	scli := newCli(t, slow)
+	g, err := scli.Grant(ctxT(t, 10*time.Second), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.TTL != int64(etcd.DefaultMinTTL/time.Second) {
+		t.Errorf("the server granted %ds for 1s; DefaultMinTTL is %v", g.TTL, etcd.DefaultMinTTL)
+	}
+	be := openBackend(t, scli, etcd.WithMinTTL(time.Second))
+	_, err = be.Acquire(ctxT(t, 10*time.Second), &driver.Request{Key: "r", Token: "A", TTL: time.Second})
+	if err == nil || !errors.Is(err, driver.ErrFinal) || !strings.Contains(err.Error(), "minimum lease TTL is 2s") {
+		t.Errorf("acquire with a TTL the server raises: %v", err)
+	}
+	if k := keysOf(t, scli, "r"); len(k) != 0 {
+		t.Errorf("keys after a refused grant: %q", k)
+	}
+}
+
+// Lock keys that are prefixes of one another are separate locks, in both
+// wait modes; a key with the separator byte is refused.
+func TestPrefixKeys(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	cli := newCli(t, c)
+	be := openBackend(t, cli)
+	q := be.(driver.Queue)
+	ctx := ctxT(t, 20*time.Second)
+	keys := []string{"p", "p/", "p/x", "p\x01", "p0", "pp"}
+	for i, k := range keys {
+		if _, err := be.Acquire(ctx, &driver.Request{Key: k, Token: fmt.Sprint("T", i), TTL: ttl}); err != nil {
+			t.Errorf("acquire %q: %v", k, err)
+		}
+		r, err := q.QueueAcquire(ctx, &driver.Request{Key: k + "q", Token: fmt.Sprint("Q", i), TTL: ttl})
+		if err != nil || !r.Granted {
+			t.Errorf("queue acquire %q: %+v %v", k+"q", r, err)
+		}
+	}
+	for i, k := range keys {
+		if got := keysOf(t, cli, k); len(got) != 1 || got[0] != etcd.Key(k, fmt.Sprint("T", i)) {
+			t.Errorf("keys of %q: %q", k, got)
+		}
+		if held, err := be.Release(ctx, k, fmt.Sprint("T", i)); err != nil || !held {
+			t.Errorf("release %q: %v %v", k, held, err)
+		}
+	}
+	if _, err := be.Acquire(ctx, &driver.Request{Key: "p\x00x", Token: "N", TTL: ttl}); !errors.Is(err, driver.ErrFinal) {
+		t.Errorf("a key with a NUL byte: %v, want a final error", err)
+	}
+}
