@@ -67,14 +67,16 @@ const (
 	StateOpen
 )
 
-// String returns "closed", "half-open" or "open", suitable as a metric
-// attribute.
+// String returns "closed", "half_open" or "open": the spelling of the
+// lockkit.breaker.state, lockkit.breaker.from and lockkit.breaker.to
+// attribute values (snake_case, as every value in telemetry.Catalog), of
+// Client.Health and of the log lines.
 func (s State) String() string {
 	switch s {
 	case StateClosed:
 		return "closed"
 	case StateHalfOpen:
-		return "half-open"
+		return "half_open"
 	case StateOpen:
 		return "open"
 	default:

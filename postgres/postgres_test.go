@@ -657,8 +657,8 @@ func TestServerDownBreaker(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half-open->closed" {
-		t.Fatalf("breaker changes %v; want closed->open first and half-open->closed last", changes)
+	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half_open->closed" {
+		t.Fatalf("breaker changes %v; want closed->open first and half_open->closed last", changes)
 	}
 }
 

@@ -12,7 +12,7 @@ const ScopeName = "github.com/lockkit/lockkit"
 
 // Version is the instrumentation scope version. It changes whenever a name, unit or
 // attribute in Catalog changes meaning, so dashboards can tell the schemas apart.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // Span name prefixes. A span's full name is the prefix, a space and the domain name
 // ("lockkit.acquire table"), built once per domain; the key never appears in it.
@@ -71,7 +71,7 @@ const (
 	// AttrLostCause is why a lease was lost: one of the LostCause values.
 	AttrLostCause = attribute.Key("lockkit.lost.cause")
 	// AttrBreakerFrom and AttrBreakerTo are a breaker state change's states:
-	// closed, half-open or open.
+	// closed, half_open or open.
 	AttrBreakerFrom = attribute.Key("lockkit.breaker.from")
 	// AttrNodeResult is a Redlock node's answer to one acquire attempt.
 	AttrNodeResult = attribute.Key("lockkit.node.result")
@@ -80,6 +80,11 @@ const (
 	AttrBreakerTo   = attribute.Key("lockkit.breaker.to")
 	// AttrBreakerNode names the backend node a circuit breaker guards.
 	AttrBreakerNode = attribute.Key("lockkit.breaker.node")
+	// AttrBreakerState is a state of a circuit breaker (closed, half_open or
+	// open) on the MetricBreakerState gauge, which reports 1 for the state a
+	// node's breaker is in and 0 for the others, as OpenTelemetry's
+	// conventions do for states (k8s.container.status.state, hw.state).
+	AttrBreakerState = attribute.Key("lockkit.breaker.state")
 	// AttrQueuePosition is a FIFO waiter's place in its lock's queue as it
 	// last saw it (1 is the head), on the acquire span.
 	AttrQueuePosition = attribute.Key("lockkit.queue.position")
@@ -111,9 +116,13 @@ const (
 	MetricLeasesLost = "lockkit.leases.lost"
 	// MetricReleases counts releases ({release}), by domain and outcome.
 	MetricReleases = "lockkit.releases"
-	// MetricBreakerState is a gauge ({state}) of each backend node's circuit breaker:
-	// 0 closed, 1 half-open, 2 open (gobreaker's State values).
-	MetricBreakerState = "lockkit.breaker.state"
+	// MetricBreakerState is a gauge ({state}) of each backend node's circuit
+	// breaker: one series per node and lockkit.breaker.state (closed,
+	// half_open, open), 1 for the state the breaker is in and 0 for the
+	// others, as OpenTelemetry's hw.status with hw.state. "Open" is
+	// lockkit_breaker_status{lockkit_breaker_state="open"} == 1. (Until
+	// scope version 0.2.0 it was lockkit.breaker.state, 0/1/2 by node.)
+	MetricBreakerState = "lockkit.breaker.status"
 )
 
 // Units of the metrics.
@@ -128,7 +137,9 @@ const (
 	errorTypeAny = "_OTHER"
 )
 
-// Breaker states, as recorded by MetricBreakerState. They match gobreaker's State.
+// Breaker states, numbered as breaker.State (and gobreaker's State). The
+// MetricBreakerState gauge carries them as the AttrBreakerState attribute
+// (closed, half_open, open), not as numbers.
 const (
 	BreakerClosed   = 0
 	BreakerHalfOpen = 1
@@ -170,6 +181,7 @@ func Catalog() []Entry {
 	for o := range numOutcomes {
 		outcomes[o] = o.String()
 	}
+	breakerStates := []string{"closed", "half_open", "open"}
 	causes := make([]string, numLostCauses)
 	for c := range numLostCauses {
 		causes[c] = c.String()
@@ -197,11 +209,12 @@ func Catalog() []Entry {
 		{Kind: KindAttribute, Name: string(AttrRetryAttempt), Type: "int", Description: "The number (from 1) of the attempt being retried, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(AttrRetryBackoff), Type: "double", Description: "The backoff before the next attempt, in seconds, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(AttrLostCause), Type: "string", Values: causes, Description: "Why the lease was lost, on the lockkit.lease.lost event, the hold span and lockkit.leases.lost."},
-		{Kind: KindAttribute, Name: string(AttrBreakerNode), Type: "string", Description: "A backend node: on lockkit.breaker.state (the node its breaker guards), lockkit.breaker.change and lockkit.redlock.node events."},
-		{Kind: KindAttribute, Name: string(AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker-open", "pending"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(AttrBreakerNode), Type: "string", Description: "A backend node: on lockkit.breaker.status (the node its breaker guards), lockkit.breaker.change and lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker_open", "pending"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
 		{Kind: KindAttribute, Name: string(AttrNodeLatency), Type: "double", Description: "How long a Redlock node took to answer, in seconds (0 while pending), on lockkit.redlock.node events."},
-		{Kind: KindAttribute, Name: string(AttrBreakerFrom), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker left, on lockkit.breaker.change events."},
-		{Kind: KindAttribute, Name: string(AttrBreakerTo), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker entered, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(AttrBreakerFrom), Type: "string", Values: breakerStates, Description: "The state a breaker left, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(AttrBreakerTo), Type: "string", Values: breakerStates, Description: "The state a breaker entered, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(AttrBreakerState), Type: "string", Values: breakerStates, Description: "A circuit breaker state, on lockkit.breaker.status: 1 for the state a node's breaker is in, 0 for the others."},
 		{Kind: KindAttribute, Name: string(AttrQueuePosition), Type: "int", Description: "A FIFO waiter's place in the lock's queue as it last saw it (1 is the head), on the acquire span."},
 		{Kind: KindAttribute, Name: string(AttrWakeCause), Type: "string", Values: []string{"push", "timer", "subscribed"}, Description: "What woke a FIFO waiter, on lockkit.wake events: a push, the fallback timer, or a (re)subscription."},
 		{Kind: KindAttribute, Name: string(AttrErrorType), Type: "string", Description: "On failed spans only: the failure's outcome name, or _OTHER."},
@@ -213,6 +226,6 @@ func Catalog() []Entry {
 		{Kind: KindMetric, Name: MetricRenewals, Type: "counter", Unit: unitRenewal, Description: "Extends, by lockkit.domain and lockkit.outcome (ok, or the failure)."},
 		{Kind: KindMetric, Name: MetricLeasesLost, Type: "counter", Unit: unitLease, Description: "Leases lost while held, by lockkit.domain and lockkit.lost.cause."},
 		{Kind: KindMetric, Name: MetricReleases, Type: "counter", Unit: unitRelease, Description: "Releases, by lockkit.domain and lockkit.outcome (released, expired = no longer held, or the failure)."},
-		{Kind: KindMetric, Name: MetricBreakerState, Type: "gauge", Unit: unitState, Description: "Circuit breaker state by lockkit.breaker.node: 0 closed, 1 half-open, 2 open."},
+		{Kind: KindMetric, Name: MetricBreakerState, Type: "gauge", Unit: unitState, Description: "Circuit breaker state by lockkit.breaker.node and lockkit.breaker.state: 1 for the state the node's breaker is in (closed, half_open or open), 0 for the others."},
 	}
 }
