@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/attribute"
@@ -21,9 +22,10 @@ import (
 func doAllPaths(t *testing.T, r *testserver.Redis) map[string]driver.Spec {
 	rdb := r.Client(t)
 	return map[string]driver.Spec{
-		"one_script": Redis(rdb),
+		"one_script": goredis.New(rdb),
 		"one_by_one": {Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
-			return oneByOne{newRedisBackend(rdb, cfg.CommandTimeout)}, nil
+			be, err := goredis.New(rdb).Open(cfg)
+			return oneByOne{be}, err
 		}},
 	}
 }
