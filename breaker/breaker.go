@@ -106,6 +106,9 @@ type OpenError struct {
 // Error says which circuit refused the request, since when, and for how
 // much longer.
 func (e *OpenError) Error() string {
+	if e == nil {
+		return ErrOpen.Error()
+	}
 	ago := time.Since(e.Since).Round(time.Millisecond)
 	if e.State == StateHalfOpen {
 		return fmt.Sprintf("breaker: circuit for %q is half-open (opened %s ago) and all its probes are in flight", e.Name, ago)
