@@ -13,7 +13,7 @@ while IFS= read -r file; do
   dir=$(dirname "$file")
   for target in $(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(f \*testing\.F).*/\1/p' "$file"); do
     echo "fuzz: ./$dir $target for $fuzztime"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 2 "$@" "./$dir"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -parallel 2 -timeout 10m "$@" "./$dir"
     n=$((n + 1))
   done
 done < <(git ls-files '*_test.go' 2>/dev/null | xargs grep -l '^func Fuzz' | sort)
