@@ -7,15 +7,6 @@ import (
 	"time"
 )
 
-// Defaults for the zero fields of [Settings].
-const (
-	DefaultConsecutiveFailures uint32 = 5
-	DefaultMinRequests         uint32 = 20
-	DefaultInterval                   = 10 * time.Second
-	DefaultOpenTimeout                = 2 * time.Second
-	DefaultHalfOpenProbes      uint32 = 1
-)
-
 // Settings configures the breaker of each backend node. A zero field takes its documented
 // default, so Settings{} is the default policy and a client option can
 // change one field alone.

@@ -22,6 +22,7 @@ type (
 	Client      = lockkit.Client
 	Lease       = lockkit.Lease
 	DomainSpec  = lockkit.DomainSpec
+	Health      = lockkit.Health
 )
 
 var (

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/telemetry"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestNodeResultSpelling(t *testing.T) {
 	var values []string
 	for _, e := range telemetry.Catalog() {
-		if e.Name == string(telemetry.AttrNodeResult) {
+		if e.Name == string(telnames.AttrNodeResult) {
 			values = e.Values
 		}
 	}
@@ -23,7 +24,7 @@ func TestNodeResultSpelling(t *testing.T) {
 			t.Errorf("node result %q is not among the catalog's %v", r, values)
 		}
 	}
-	if got, want := nodeRefused.String(), telemetry.OutcomeBreakerOpen.String(); got != want {
+	if got, want := nodeRefused.String(), telnames.OutcomeBreakerOpen.String(); got != want {
 		t.Errorf("a refused node is %q, the outcome %q", got, want)
 	}
 }

@@ -67,3 +67,32 @@ func TestCapabilitiesNoFencesAndName(t *testing.T) {
 		t.Errorf("health names %q; want the declared name node-a", h.Backend)
 	}
 }
+
+// A domain whose TTL the backend cannot keep (under its MinTTL, not a whole
+// number of its TTLGranularity, over its MaxTTL) is refused, naming the
+// backend and its limit; a TTL within them is accepted.
+func TestDomainRefusesTTLOutsideBackendLimits(t *testing.T) {
+	c, err := New(specOf(driver.Capabilities{MinTTL: 2 * time.Second, TTLGranularity: time.Second, MaxTTL: time.Hour}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	for _, tc := range []struct {
+		ttl  time.Duration
+		want string // "" for accepted
+	}{
+		{time.Second, "under the fake backend's minimum 2s"},
+		{2500 * time.Millisecond, "not a whole number of the fake backend's TTL unit 1s"},
+		{2 * time.Hour, "over the fake backend's maximum 1h0m0s"},
+		{3 * time.Second, ""},
+		{time.Hour, ""},
+	} {
+		err := c.Domain(DomainSpec{Name: "d", Prefix: "d", Policy: Policy{TTL: tc.ttl}}).Err()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("TTL %v: %v; want it accepted", tc.ttl, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("TTL %v: %v; want an error containing %q", tc.ttl, err, tc.want)
+		}
+	}
+}

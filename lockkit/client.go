@@ -34,6 +34,7 @@ type Client struct {
 	be         driver.Backend            // guarded by the Client's breakers (a quorum backend: its members)
 	noFencing  error                     // why fencing domains are refused, for a backend that cannot fence
 	caps       driver.Capabilities       // what the backend declared when it was opened
+	kind       string                    // the Spec's name ("redis", "postgres"), for errors
 	queue      driver.Queue              // the guarded backend's FIFO queues; nil when it keeps none
 	noQueue    error                     // why FIFO domains are refused, when queue is nil
 	checkTTL   func(time.Duration) error // the backend's own TTL limit; nil when it has none
@@ -238,6 +239,7 @@ func (c *Client) open(spec driver.Spec) error {
 		return err
 	}
 	c.caps = caps
+	c.kind = spec.Name
 	c.replicated = caps.Failover
 	if !caps.Fences {
 		c.noFencing = fmt.Errorf("fencing is not available on the %s backend", spec.Name)
@@ -408,6 +410,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	if c.noFencing != nil && d.policy.Fencing {
 		errs = append(errs, c.noFencing)
+	}
+	if err := policy.CheckStoreTTL(d.policy.TTL, c.kind, c.caps.MinTTL, c.caps.TTLGranularity, c.caps.MaxTTL); err != nil {
+		errs = append(errs, err)
 	}
 	if c.checkTTL != nil && d.policy.TTL > 0 {
 		if err := c.checkTTL(d.policy.TTL); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/telemetry"
 )
@@ -331,7 +332,7 @@ func ExampleWithKeyMode() {
 
 	for _, s := range spans.GetSpans() {
 		for _, a := range s.Attributes {
-			if a.Key == telemetry.AttrKey && s.Name == "lockkit.hold user" {
+			if a.Key == telnames.AttrKey && s.Name == "lockkit.hold user" {
 				fmt.Println("hashed:", a.Value.AsString() == telemetry.HashKey(lock.Key(), secret))
 			}
 		}
@@ -374,7 +375,7 @@ func ExampleWithMeterProvider() {
 	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name == telemetry.MetricAcquireDuration {
+			if m.Name == telnames.MetricAcquireDuration {
 				fmt.Println(m.Name, m.Unit)
 			}
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/policy"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -50,7 +50,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			w.Close()
 		}
 	}()
-	fail := func(o telemetry.Outcome, err error) (*Lease, context.Context, error) {
+	fail := func(o telnames.Outcome, err error) (*Lease, context.Context, error) {
 		if queued {
 			// At once, bounded by the command timeout and not by ctx (which
 			// may be what ended the wait): the next waiter may be woken by it.
@@ -114,7 +114,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		}, forDo)
 		if err != nil && err != ErrClosed {
 			queued = false
-			lease, fctx, err = fail(telemetry.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
+			lease, fctx, err = fail(telnames.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
 		}
 		return lease, fctx, err, false
 	}
@@ -136,7 +136,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 			}
 			if mw := p.Retry.MaxWait; mw > 0 && time.Since(start) >= mw {
-				return fail(telemetry.OutcomeTimeout, l.finalError(ErrNotAcquired, attempts, start, true))
+				return fail(telnames.OutcomeTimeout, l.finalError(ErrNotAcquired, attempts, start, true))
 			}
 			continue
 		}
@@ -150,7 +150,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 			}
 			if !retry || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
-				return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
+				return fail(attemptOutcome(err, telnames.OutcomeContended), l.finalError(err, attempts, start, false))
 			}
 			wait = policy.FIFOFallback
 		} else {
@@ -159,7 +159,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				contended = true
 			}
 			if !retry {
-				return fail(telemetry.OutcomeContended, ErrNotAcquired)
+				return fail(telnames.OutcomeContended, ErrNotAcquired)
 			}
 			hold.Queued(r.Position, "")
 			wait = r.Fallback
@@ -173,7 +173,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				if err == nil {
 					err = ErrNotAcquired
 				}
-				return fail(attemptOutcome(err, telemetry.OutcomeTimeout), l.finalError(err, attempts, start, true))
+				return fail(attemptOutcome(err, telnames.OutcomeTimeout), l.finalError(err, attempts, start, true))
 			}
 			wait = min(wait, left)
 		}
@@ -195,7 +195,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		}
 		if werr != nil || ctx.Err() != nil {
 			if ctx.Err() == nil { // the client closed: leave the queue
-				return fail(telemetry.OutcomeClosed, ErrClosed)
+				return fail(telnames.OutcomeClosed, ErrClosed)
 			}
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}

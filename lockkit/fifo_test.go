@@ -18,8 +18,8 @@ import (
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -64,17 +64,17 @@ func wakeCauses(spans []tracetest.SpanStub) (causes map[string]int, positioned, 
 	causes = map[string]int{}
 	for _, s := range spans {
 		for _, e := range s.Events {
-			if e.Name != telemetry.EventWake {
+			if e.Name != telnames.EventWake {
 				continue
 			}
 			for _, a := range e.Attributes {
-				if a.Key == telemetry.AttrWakeCause {
+				if a.Key == telnames.AttrWakeCause {
 					causes[a.Value.AsString()]++
 				}
 			}
 		}
 		for _, a := range s.Attributes {
-			if a.Key == telemetry.AttrQueuePosition && a.Value.AsInt64() > 0 {
+			if a.Key == telnames.AttrQueuePosition && a.Value.AsInt64() > 0 {
 				positioned++
 			}
 		}

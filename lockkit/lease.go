@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	"github.com/lockkit/lockkit/driver"
-	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -165,7 +165,7 @@ func (l *Lease) Err() error {
 	expired := l.state == held && !time.Now().Before(l.deadline)
 	l.mu.Unlock()
 	if expired {
-		l.markLost(telemetry.LostDeadline, l.deadlineErr())
+		l.markLost(telnames.LostDeadline, l.deadlineErr())
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -233,19 +233,19 @@ func (l *Lease) extend(parent context.Context) error {
 		// Cut short by its caller (Release or Close cancel the lease's ctx
 		// under an in-flight renewal): not a backend failure.
 		err = fmt.Errorf("lockkit: extend %s: %w", l.lock.key, err)
-		span.End(telemetry.OutcomeCanceled, err)
+		span.End(telnames.OutcomeCanceled, err)
 		return err
 	case err != nil:
 		err = fmt.Errorf("lockkit: extend %s: %w: %w", l.lock.key, ErrUnavailable, err)
-		span.End(telemetry.OutcomeUnavailable, err)
+		span.End(telnames.OutcomeUnavailable, err)
 		return err
 	case !ok:
 		err = fmt.Errorf("lockkit: extend %s: %w", l.lock.key, ErrNotHeld)
-		span.End(telemetry.OutcomeRefused, err)
-		l.markLost(telemetry.LostRefused, fmt.Errorf("%w: %s: extend refused, the key no longer holds this lease", ErrLockLost, l.lock.key))
+		span.End(telnames.OutcomeRefused, err)
+		l.markLost(telnames.LostRefused, fmt.Errorf("%w: %s: extend refused, the key no longer holds this lease", ErrLockLost, l.lock.key))
 		return err
 	}
-	span.End(telemetry.OutcomeOK, nil)
+	span.End(telnames.OutcomeOK, nil)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	// An extend sent after the deadline extends nothing: the lease was
@@ -291,10 +291,10 @@ func (l *Lease) onDeadline() {
 		return // released, already lost, or extended while it was being run
 	}
 	l.mu.Unlock()
-	l.markLost(telemetry.LostDeadline, l.deadlineErr())
+	l.markLost(telnames.LostDeadline, l.deadlineErr())
 }
 
-func (l *Lease) markLost(why telemetry.LostCause, cause error) {
+func (l *Lease) markLost(why telnames.LostCause, cause error) {
 	l.mu.Lock()
 	if l.state != held {
 		l.mu.Unlock()
@@ -309,13 +309,13 @@ func (l *Lease) markLost(why telemetry.LostCause, cause error) {
 	// lease nor its span.
 	l.lock.d.c.untrack(l)
 	l.hold.Lost(why, cause)
-	l.endHold(telemetry.OutcomeLost, cause)
+	l.endHold(telnames.OutcomeLost, cause)
 	l.cancel(cause)
 	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", l.lock.d.c.logErr(l.lock.key, cause))
 }
 
 // endHold ends the hold span once: at the release, or at the loss.
-func (l *Lease) endHold(o telemetry.Outcome, err error) {
+func (l *Lease) endHold(o telnames.Outcome, err error) {
 	l.mu.Lock()
 	ended := l.holdEnded
 	l.holdEnded = true
@@ -379,15 +379,15 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	} else {
 		ok, err = l.be.Release(cctx, l.lock.key, l.token)
 	}
-	outcome := telemetry.OutcomeReleased
+	outcome := telnames.OutcomeReleased
 	var foundLost error
 	switch {
 	case err != nil:
 		err = fmt.Errorf("lockkit: release %s: %w: %w (the lock expires by its TTL, or with its session on PostgreSQL)", l.lock.key, ErrUnavailable, err)
-		outcome = telemetry.OutcomeUnavailable
+		outcome = telnames.OutcomeUnavailable
 	case !ok:
 		err = fmt.Errorf("lockkit: release %s: %w", l.lock.key, ErrNotHeld)
-		outcome = telemetry.OutcomeExpired
+		outcome = telnames.OutcomeExpired
 		if !wasLost {
 			// The key held another token, or none: the lease had been lost
 			// without this process noticing (a pause, a stolen key).
@@ -400,13 +400,13 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	span.End(outcome, err)
 	switch {
 	case foundLost != nil:
-		l.hold.Lost(telemetry.LostRefused, foundLost)
-		l.endHold(telemetry.OutcomeLost, foundLost)
+		l.hold.Lost(telnames.LostRefused, foundLost)
+		l.endHold(telnames.OutcomeLost, foundLost)
 	case !wasLost && errors.Is(why, ErrLockLost) && errors.Is(why, ErrClosed):
 		// Close released it under its holder, whose Err now reports the
 		// loss: telemetry says the same (lost, cause closed).
-		l.hold.Lost(telemetry.LostClosed, why)
-		l.endHold(telemetry.OutcomeLost, why)
+		l.hold.Lost(telnames.LostClosed, why)
+		l.endHold(telnames.OutcomeLost, why)
 	default:
 		l.endHold(outcome, err)
 	}

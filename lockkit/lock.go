@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
-	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -144,7 +144,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		attempts  int
 		contended bool
 	)
-	fail := func(o telemetry.Outcome, err error) (*Lease, context.Context, error) {
+	fail := func(o telnames.Outcome, err error) (*Lease, context.Context, error) {
 		hold.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
 		hold.End(o, err)
 		return nil, ctx, err
@@ -171,16 +171,16 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
-			return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))
+			return fail(attemptOutcome(err, telnames.OutcomeContended), l.finalError(err, attempts, start, false))
 		}
 		wait, ended, ok := sched.next()
 		if !ok {
 			return fail(attemptOutcome(err, ended), l.finalError(err, attempts, start, true))
 		}
-		hold.Retry(attempts, wait, attemptOutcome(err, telemetry.OutcomeContended))
+		hold.Retry(attempts, wait, attemptOutcome(err, telnames.OutcomeContended))
 		if !c.pause(ctx, wait) {
 			if ctx.Err() == nil { // the client closed
-				return fail(telemetry.OutcomeClosed, ErrClosed)
+				return fail(telnames.OutcomeClosed, ErrClosed)
 			}
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
@@ -242,11 +242,11 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 	// sees a running lease or makes track refuse it.
 	if !c.track(lease) {
 		lease.releaseUntracked()
-		hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeClosed, Attempts: g.attempts, Contended: g.contended, Err: ErrClosed})
-		hold.End(telemetry.OutcomeClosed, ErrClosed)
+		hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeClosed, Attempts: g.attempts, Contended: g.contended, Err: ErrClosed})
+		hold.End(telnames.OutcomeClosed, ErrClosed)
 		return nil, ctx, ErrClosed
 	}
-	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: g.attempts, Contended: g.contended, Fence: g.fence})
+	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: g.attempts, Contended: g.contended, Fence: g.fence})
 	if testHookTracked != nil {
 		testHookTracked(c)
 	}
@@ -269,23 +269,23 @@ var testHookTracked func(*Client)
 
 // attemptOutcome is the telemetry outcome of a failed attempt: held is what
 // contention means at this point (contended, exhausted or timeout).
-func attemptOutcome(err error, held telemetry.Outcome) telemetry.Outcome {
+func attemptOutcome(err error, held telnames.Outcome) telnames.Outcome {
 	switch {
 	case err == ErrNotAcquired:
 		return held
 	case errors.Is(err, breaker.ErrOpen):
-		return telemetry.OutcomeBreakerOpen
+		return telnames.OutcomeBreakerOpen
 	case errors.Is(err, ErrUnavailable):
-		return telemetry.OutcomeUnavailable
+		return telnames.OutcomeUnavailable
 	}
-	return telemetry.OutcomeError
+	return telnames.OutcomeError
 }
 
-func ctxOutcome(ctx context.Context) telemetry.Outcome {
+func ctxOutcome(ctx context.Context) telnames.Outcome {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return telemetry.OutcomeTimeout
+		return telnames.OutcomeTimeout
 	}
-	return telemetry.OutcomeCanceled
+	return telnames.OutcomeCanceled
 }
 
 // attempt sends one acquisition. It returns nil, the bare ErrNotAcquired

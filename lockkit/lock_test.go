@@ -4,64 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
-
-// Mutual exclusion: 4 clients (separate pools, like separate replicas) × 16
-// goroutines run 2,048 critical sections, each a non-atomic read-modify-write
-// of a Redis value. Any overlap loses an increment or shows in the in-section
-// counter.
-func TestMutualExclusion(t *testing.T) {
-	r := testserver.StartRedis(t)
-	const clients, goroutines, perG = 4, 16, 32
-	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 60 * time.Second}}
-	counterKey := t.Name() + ":counter"
-	var sections overlap
-	var wg sync.WaitGroup
-	errs := make(chan error, clients*goroutines)
-	for range clients {
-		c := newClient(t, r)
-		rdb := r.Client(t)
-		l := lockOn(testDomain(t, c, policy), "shared")
-		for range goroutines {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range perG {
-					err := l.Do(t.Context(), func(ctx context.Context, _ *Lease) error {
-						defer sections.enter()()
-						return incrNonAtomic(ctx, rdb, counterKey, 0)
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	got, err := r.Client(t).Get(t.Context(), counterKey).Int()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := clients * goroutines * perG; got != want {
-		t.Fatalf("counter = %d, want %d: critical sections overlapped", got, want)
-	}
-	if m := sections.Max(); m != 1 {
-		t.Fatalf("%d goroutines were in the critical section at once", m)
-	}
-}
 
 // Stolen lock: A's lease expires, B acquires, A's late release returns
 // ErrNotHeld and B's lock stays.
@@ -99,31 +47,6 @@ func TestStolenLock(t *testing.T) {
 	if err := lb.Release(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Crash: a holder that never releases (its process died: no renewal, no
-// release) blocks others only until the TTL.
-func TestCrashedHolderFreedByTTL(t *testing.T) {
-	r := testserver.StartRedis(t)
-	const ttl = 300 * time.Millisecond
-	// The crashed replica: it wrote the lock and died.
-	crashedKey := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "7").Key()
-	if err := r.Client(t).Set(t.Context(), crashedKey, "crashed-owner", ttl).Err(); err != nil {
-		t.Fatal(err)
-	}
-	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl, Retry: RetryPolicy{MaxAttempts: 100, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Multiplier: 1.5}}), "7")
-	if _, err := l.TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("while the crashed holder's key lives: %v, want ErrNotAcquired", err)
-	}
-	start := time.Now()
-	ran := false
-	if err := l.Do(t.Context(), func(context.Context, *Lease) error { ran = true; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if !ran {
-		t.Fatal("fn did not run")
-	}
-	t.Logf("acquired %v after the crashed holder's key was written (TTL %v)", time.Since(start).Round(time.Millisecond), ttl)
 }
 
 // Renewal keeps a lease for over 3× its TTL while fn runs, CPU-bound too.
@@ -191,88 +114,6 @@ func TestLostLeaseWhenRedisPaused(t *testing.T) {
 		t.Fatalf("fn's ctx was cancelled %v after the lease deadline, more than one renew interval (%v)", late, renew)
 	}
 	t.Logf("cancelled %v after the local deadline", cancelledAt.Sub(deadline))
-}
-
-// A ctx cancelled while waiting for a held lock ends the wait promptly with
-// the ctx's error, not ErrNotAcquired.
-func TestCtxEndsWait(t *testing.T) {
-	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second, Multiplier: 2}}
-	holder := lockOn(testDomain(t, newClient(t, r), policy), "busy")
-	waiter := lockOn(testDomain(t, newClient(t, r), policy), "busy")
-	lease, err := holder.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lease.Release(t.Context())
-
-	ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err = waiter.Acquire(ctx)
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Acquire = %v, want DeadlineExceeded only", err)
-	}
-	ctx2, cancel2 := context.WithCancel(t.Context())
-	time.AfterFunc(150*time.Millisecond, cancel2)
-	err = waiter.Do(ctx2, func(context.Context, *Lease) error { return nil })
-	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("Do = %v, want Canceled", err)
-	}
-	// Promptly: well before the next backoff would have ended on its own.
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("waits took %v", el)
-	}
-}
-
-// Retries that run out are ErrNotAcquired; TryDo contention is the bare
-// ErrNotAcquired and fn does not run.
-func TestContentionOutcomes(t *testing.T) {
-	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 2}}
-	holder := lockOn(testDomain(t, newClient(t, r), policy), "busy")
-	waiter := lockOn(testDomain(t, newClient(t, r), policy), "busy")
-	lease, err := holder.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ran := false
-	if err := waiter.TryDo(t.Context(), func(context.Context, *Lease) error { ran = true; return nil }); err != ErrNotAcquired || ran {
-		t.Fatalf("TryDo = %v (ran %v), want bare ErrNotAcquired and fn not run", err, ran)
-	}
-	err = waiter.Do(t.Context(), func(context.Context, *Lease) error { ran = true; return nil })
-	if !errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable) || ran {
-		t.Fatalf("Do = %v (ran %v), want ErrNotAcquired after 3 attempts", err, ran)
-	}
-	if want := "gave up after 3 attempt(s)"; !contains(err, want) {
-		t.Fatalf("Do = %v, want it to say %q", err, want)
-	}
-	if err := lease.Release(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Release(t.Context()); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("second release = %v, want ErrNotHeld", err)
-	}
-	if err := waiter.TryDo(t.Context(), func(context.Context, *Lease) error { ran = true; return nil }); err != nil || !ran {
-		t.Fatalf("after release TryDo = %v (ran %v)", err, ran)
-	}
-}
-
-// A dead backend is ErrUnavailable, never ErrNotAcquired.
-func TestDeadBackendIsUnavailable(t *testing.T) {
-	r := testserver.StartRedis(t)
-	policy := Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond}}
-	l := lockOn(testDomain(t, newClient(t, r), policy), "x")
-	r.Kill(t)
-	for _, try := range []bool{false, true} {
-		_, _, err := l.acquire(t.Context(), try, false)
-		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) {
-			t.Fatalf("acquire(retry=%v) on a dead server = %v, want ErrUnavailable only", try, err)
-		}
-	}
-	if err := newClient(t, r).Ping(t.Context()); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("Ping on a dead server = %v", err)
-	}
 }
 
 // Scripts are sent by EVALSHA and fall back to EVAL after SCRIPT FLUSH.
@@ -354,5 +195,3 @@ func waitGone(t *testing.T, r *testserver.Redis, key string) {
 	}
 	t.Fatalf("%s did not expire", key)
 }
-
-func contains(err error, s string) bool { return err != nil && strings.Contains(err.Error(), s) }

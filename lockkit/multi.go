@@ -12,7 +12,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/obs"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 )
 
 // Locker is a lock of any domain: a Lock, or a generated lock type, which
@@ -193,7 +193,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			leases, fctxs, err = attemptOneByOne(ctx, set, tel)
 		}
 		if err == nil {
-			tel.settle(telemetry.OutcomeAcquired, attempts, contended, leases, nil)
+			tel.settle(telnames.OutcomeAcquired, attempts, contended, leases, nil)
 			return leases, fctxs, nil
 		}
 		if attempts == 1 && err == ErrNotAcquired {
@@ -202,7 +202,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 		giveBack(ctx, leases)
 		retryable := errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
 		if !retry || !retryable || p.Retry.MaxAttempts <= 1 || ctx.Err() != nil {
-			tel.settle(setOutcome(ctx, err, telemetry.OutcomeContended), attempts, contended, nil, err)
+			tel.settle(setOutcome(ctx, err, telnames.OutcomeContended), attempts, contended, nil, err)
 			return nil, nil, err
 		}
 		wait, ended, ok := sched.next()
@@ -212,10 +212,10 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			tel.settle(o, attempts, contended, nil, err)
 			return nil, nil, err
 		}
-		tel.retry(attempts, wait, attemptOutcome(err, telemetry.OutcomeContended))
+		tel.retry(attempts, wait, attemptOutcome(err, telnames.OutcomeContended))
 		if !set[0].d.c.pause(ctx, wait) {
 			if ctx.Err() == nil { // the client closed
-				tel.settle(telemetry.OutcomeClosed, attempts, contended, nil, ErrClosed)
+				tel.settle(telnames.OutcomeClosed, attempts, contended, nil, ErrClosed)
 				return nil, nil, ErrClosed
 			}
 			err = fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
@@ -227,12 +227,12 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 
 // setOutcome is the telemetry outcome of a set that was not taken: held is
 // what contention means at this point (contended, exhausted or timeout).
-func setOutcome(ctx context.Context, err error, held telemetry.Outcome) telemetry.Outcome {
+func setOutcome(ctx context.Context, err error, held telnames.Outcome) telnames.Outcome {
 	switch {
 	case ctx.Err() != nil:
 		return ctxOutcome(ctx)
 	case err == ErrClosed:
-		return telemetry.OutcomeClosed
+		return telnames.OutcomeClosed
 	}
 	return attemptOutcome(err, held)
 }
@@ -257,7 +257,7 @@ func startSetHolds(ctx context.Context, set []Lock) *setHolds {
 }
 
 // retry adds a lockkit.retry event to every lock's acquire span.
-func (s *setHolds) retry(attempt int, wait time.Duration, reason telemetry.Outcome) {
+func (s *setHolds) retry(attempt int, wait time.Duration, reason telnames.Outcome) {
 	for _, h := range s.holds {
 		h.Retry(attempt, wait, reason)
 	}
@@ -265,7 +265,7 @@ func (s *setHolds) retry(attempt int, wait time.Duration, reason telemetry.Outco
 
 // settle ends every lock's acquisition with the set's outcome; leases,
 // when acquired, give each its fence.
-func (s *setHolds) settle(o telemetry.Outcome, attempts int, contended bool, leases []*Lease, err error) {
+func (s *setHolds) settle(o telnames.Outcome, attempts int, contended bool, leases []*Lease, err error) {
 	for i, h := range s.holds {
 		r := obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err}
 		if i < len(leases) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/lockkit/lockkit/internal/policy"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 )
 
 // Defaults and limits of a domain's policy and of a client. The schema and
@@ -190,18 +190,18 @@ type retrySchedule struct {
 // next is the wait before the next attempt, or the outcome that ends the
 // acquisition: OutcomeExhausted (no attempts left) or OutcomeTimeout
 // (MaxWait spent).
-func (s *retrySchedule) next() (time.Duration, telemetry.Outcome, bool) {
+func (s *retrySchedule) next() (time.Duration, telnames.Outcome, bool) {
 	if s.bo == nil {
 		s.bo = s.r.newBackOff()
 	}
 	wait := s.bo.NextBackOff()
 	if wait == backoff.Stop {
-		return 0, telemetry.OutcomeExhausted, false
+		return 0, telnames.OutcomeExhausted, false
 	}
 	if mw := s.r.MaxWait; mw > 0 {
 		left := mw - time.Since(s.start)
 		if left <= 0 {
-			return 0, telemetry.OutcomeTimeout, false
+			return 0, telnames.OutcomeTimeout, false
 		}
 		wait = min(wait, left)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/circuit"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -76,7 +76,7 @@ func TestRedisDownRefused(t *testing.T) {
 			// as a service makes it (Do, with the domain's retries), must
 			// succeed without a stall (the history: 5.37s, "gave up after 3
 			// attempts").
-			time.Sleep(breaker.DefaultOpenTimeout + 100*time.Millisecond)
+			time.Sleep(circuit.DefaultOpenTimeout + 100*time.Millisecond)
 			start = time.Now()
 			err = lockOn(d, "back").Do(t.Context(), noop)
 			took := time.Since(start)

@@ -10,7 +10,7 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -62,26 +62,26 @@ func TestTelemetryDoAllGivesUp(t *testing.T) {
 			}
 			keys := map[string]bool{}
 			for i, acq := range acqs {
-				k, _ := attrOf(acq.Attributes, telemetry.AttrKey)
+				k, _ := attrOf(acq.Attributes, telnames.AttrKey)
 				keys[k.AsString()] = true
 				what := fmt.Sprintf("acquire %s", k.AsString())
-				wantSpanAttrs(t, what, acq.Attributes, []attribute.KeyValue{telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(k.AsString()),
-					telemetry.AttrOutcome.String("exhausted"), telemetry.AttrErrorType.String("exhausted"), telemetry.AttrAttempts.Int(attempts)}, telemetry.AttrAcquireWait)
+				wantSpanAttrs(t, what, acq.Attributes, []attribute.KeyValue{telnames.AttrDomain.String("test"), telnames.AttrKey.String(k.AsString()),
+					telnames.AttrOutcome.String("exhausted"), telnames.AttrErrorType.String("exhausted"), telnames.AttrAttempts.Int(attempts)}, telnames.AttrAcquireWait)
 				wantStatus(t, acq, codes.Error, err.Error())
 				names := eventNames(acq)
-				if len(names) != attempts || names[attempts-1] != telemetry.EventAcquireExhausted {
-					t.Errorf("%s events = %v, want %d × %s then %s", what, names, attempts-1, telemetry.EventRetry, telemetry.EventAcquireExhausted)
+				if len(names) != attempts || names[attempts-1] != telnames.EventAcquireExhausted {
+					t.Errorf("%s events = %v, want %d × %s then %s", what, names, attempts-1, telnames.EventRetry, telnames.EventAcquireExhausted)
 				}
 				for j, e := range acq.Events[:min(len(acq.Events), attempts-1)] {
-					if e.Name != telemetry.EventRetry {
+					if e.Name != telnames.EventRetry {
 						continue
 					}
 					wantSpanAttrs(t, fmt.Sprintf("%s retry %d", what, j), e.Attributes,
-						[]attribute.KeyValue{telemetry.AttrRetryAttempt.Int(j + 1), telemetry.AttrOutcome.String("contended")}, telemetry.AttrRetryBackoff)
+						[]attribute.KeyValue{telnames.AttrRetryAttempt.Int(j + 1), telnames.AttrOutcome.String("contended")}, telnames.AttrRetryBackoff)
 				}
 				hold := holds[i]
 				wantStatus(t, hold, codes.Error, err.Error())
-				if o, _ := attrOf(hold.Attributes, telemetry.AttrOutcome); o.AsString() != "exhausted" {
+				if o, _ := attrOf(hold.Attributes, telnames.AttrOutcome); o.AsString() != "exhausted" {
 					t.Errorf("hold outcome %q, want exhausted", o.AsString())
 				}
 			}
@@ -89,13 +89,13 @@ func TestTelemetryDoAllGivesUp(t *testing.T) {
 				t.Errorf("acquire spans for keys %v, want %s and %s", keys, a.Key(), b.Key())
 			}
 			ms := g.metrics(t)
-			wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome("exhausted"): {count: 2}})
-			if p := ms[telemetry.MetricAcquireAttempts][byOutcome("exhausted")]; p.sum != 2*attempts {
+			wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome("exhausted"): {count: 2}})
+			if p := ms[telnames.MetricAcquireAttempts][byOutcome("exhausted")]; p.sum != 2*attempts {
 				t.Errorf("attempts histogram sum %v, want %d", p.sum, 2*attempts)
 			}
-			wantPoints(t, ms, telemetry.MetricAcquireDuration, map[string]telPoint{byOutcome("exhausted"): {count: 2}})
-			wantPoints(t, ms, telemetry.MetricAcquireContended, map[string]telPoint{byOutcome("exhausted"): {sum: 2}})
-			wantNoMetric(t, ms, telemetry.MetricHoldDuration, telemetry.MetricReleases, telemetry.MetricRenewals, telemetry.MetricLeasesLost)
+			wantPoints(t, ms, telnames.MetricAcquireDuration, map[string]telPoint{byOutcome("exhausted"): {count: 2}})
+			wantPoints(t, ms, telnames.MetricAcquireContended, map[string]telPoint{byOutcome("exhausted"): {sum: 2}})
+			wantNoMetric(t, ms, telnames.MetricHoldDuration, telnames.MetricReleases, telnames.MetricRenewals, telnames.MetricLeasesLost)
 		})
 	}
 }
@@ -126,7 +126,7 @@ func TestTelemetryDoAllWaitsThenAcquires(t *testing.T) {
 			}
 			var n int64
 			for _, acq := range acqs {
-				a, _ := attrOf(acq.Attributes, telemetry.AttrAttempts)
+				a, _ := attrOf(acq.Attributes, telnames.AttrAttempts)
 				if n == 0 {
 					n = a.AsInt64()
 				}
@@ -139,13 +139,13 @@ func TestTelemetryDoAllWaitsThenAcquires(t *testing.T) {
 				wantStatus(t, acq, codes.Unset, "")
 			}
 			ms := g.metrics(t)
-			wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome("acquired"): {count: 2}})
-			if p := ms[telemetry.MetricAcquireAttempts][byOutcome("acquired")]; p.sum != float64(2*n) {
+			wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome("acquired"): {count: 2}})
+			if p := ms[telnames.MetricAcquireAttempts][byOutcome("acquired")]; p.sum != float64(2*n) {
 				t.Errorf("attempts sum %v, want %d", p.sum, 2*n)
 			}
-			wantPoints(t, ms, telemetry.MetricAcquireContended, map[string]telPoint{byOutcome("acquired"): {sum: 2}})
-			wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("released"): {count: 2}})
-			wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome("released"): {sum: 2}})
+			wantPoints(t, ms, telnames.MetricAcquireContended, map[string]telPoint{byOutcome("acquired"): {sum: 2}})
+			wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("released"): {count: 2}})
+			wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome("released"): {sum: 2}})
 		})
 	}
 }
@@ -172,9 +172,9 @@ func TestTelemetryTryDoAllContended(t *testing.T) {
 				t.Errorf("%d acquire spans, want 2", n)
 			}
 			ms := g.metrics(t)
-			wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome("contended"): {count: 2}})
-			wantPoints(t, ms, telemetry.MetricAcquireContended, map[string]telPoint{byOutcome("contended"): {sum: 2}})
-			wantNoMetric(t, ms, telemetry.MetricHoldDuration, telemetry.MetricReleases, telemetry.MetricLeasesLost)
+			wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome("contended"): {count: 2}})
+			wantPoints(t, ms, telnames.MetricAcquireContended, map[string]telPoint{byOutcome("contended"): {sum: 2}})
+			wantNoMetric(t, ms, telnames.MetricHoldDuration, telnames.MetricReleases, telnames.MetricLeasesLost)
 		})
 	}
 }
@@ -191,11 +191,11 @@ func retryRatio(t *testing.T, g *telRig, domain string) (ratio float64, retried,
 	var first uint64
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if m.Name != telemetry.MetricAcquireAttempts {
+			if m.Name != telnames.MetricAcquireAttempts {
 				continue
 			}
 			for _, p := range m.Data.(metricdata.Histogram[int64]).DataPoints {
-				if v, _ := p.Attributes.Value(telemetry.AttrDomain); v.AsString() != domain {
+				if v, _ := p.Attributes.Value(telnames.AttrDomain); v.AsString() != domain {
 					continue
 				}
 				if len(p.Bounds) == 0 || p.Bounds[0] != 1 {

@@ -10,6 +10,7 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/rediswire"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"log/slog"
 	"slices"
 	"strings"
@@ -236,7 +237,7 @@ func (g *telRig) metrics(t *testing.T) map[string]map[string]telPoint {
 			}
 			pts := map[string]telPoint{}
 			add := func(set attribute.Set, p telPoint) {
-				if _, ok := set.Value(telemetry.AttrKey); ok {
+				if _, ok := set.Value(telnames.AttrKey); ok {
 					t.Errorf("metric %s carries the lock key: %v", m.Name, set.Encoded(attribute.DefaultEncoder()))
 				}
 				pts[set.Encoded(attribute.DefaultEncoder())] = p
@@ -380,16 +381,16 @@ func TestTelemetryDoSuccess(t *testing.T) {
 		wantChild(t, rn, hold)
 	}
 
-	domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-	fenceKV := telemetry.AttrFence.Int64(fence)
-	wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, fenceKV, telemetry.AttrOutcome.String("released")})
+	domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
+	fenceKV := telnames.AttrFence.Int64(fence)
+	wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, fenceKV, telnames.AttrOutcome.String("released")})
 	wantSpanAttrs(t, "acquire", acq.Attributes, []attribute.KeyValue{domain, key, fenceKV,
-		telemetry.AttrOutcome.String("acquired"), telemetry.AttrAttempts.Int(1)}, telemetry.AttrAcquireWait)
-	wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrOutcome.String("released")})
+		telnames.AttrOutcome.String("acquired"), telnames.AttrAttempts.Int(1)}, telnames.AttrAcquireWait)
+	wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telnames.AttrOutcome.String("released")})
 	for i, rn := range renews {
-		wantSpanAttrs(t, fmt.Sprintf("renew %d", i), rn.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrOutcome.String("ok")})
+		wantSpanAttrs(t, fmt.Sprintf("renew %d", i), rn.Attributes, []attribute.KeyValue{domain, key, telnames.AttrOutcome.String("ok")})
 	}
-	if w, _ := attrOf(acq.Attributes, telemetry.AttrAcquireWait); w.AsFloat64() <= 0 || w.AsFloat64() > 5 {
+	if w, _ := attrOf(acq.Attributes, telnames.AttrAcquireWait); w.AsFloat64() <= 0 || w.AsFloat64() > 5 {
 		t.Errorf("acquire wait = %v s", w.AsFloat64())
 	}
 	for _, s := range append([]tracetest.SpanStub{hold, acq, rel}, renews...) {
@@ -406,19 +407,19 @@ func TestTelemetryDoSuccess(t *testing.T) {
 	}
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricAcquireDuration, map[string]telPoint{byOutcome("acquired"): {count: 1}})
-	wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome("acquired"): {count: 1}})
-	if p := ms[telemetry.MetricAcquireAttempts][byOutcome("acquired")]; p.sum != 1 {
+	wantPoints(t, ms, telnames.MetricAcquireDuration, map[string]telPoint{byOutcome("acquired"): {count: 1}})
+	wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome("acquired"): {count: 1}})
+	if p := ms[telnames.MetricAcquireAttempts][byOutcome("acquired")]; p.sum != 1 {
 		t.Errorf("acquire attempts sum = %v, want 1", p.sum)
 	}
-	wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("released"): {count: 1}})
-	if p := ms[telemetry.MetricHoldDuration][byOutcome("released")]; p.sum < renewEvery.Seconds() {
+	wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("released"): {count: 1}})
+	if p := ms[telnames.MetricHoldDuration][byOutcome("released")]; p.sum < renewEvery.Seconds() {
 		t.Errorf("hold duration = %vs, want >= the renew interval %v", p.sum, renewEvery)
 	}
-	wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome("released"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricRenewals, map[string]telPoint{byOutcome("ok"): {sum: float64(len(renews))}})
-	wantPoints(t, ms, telemetry.MetricBreakerState, breakerStates(r.Addr(), "closed"))
-	wantNoMetric(t, ms, telemetry.MetricAcquireContended, telemetry.MetricLeasesLost)
+	wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome("released"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricRenewals, map[string]telPoint{byOutcome("ok"): {sum: float64(len(renews))}})
+	wantPoints(t, ms, telnames.MetricBreakerState, breakerStates(r.Addr(), "closed"))
+	wantNoMetric(t, ms, telnames.MetricAcquireContended, telnames.MetricLeasesLost)
 }
 
 // Contention: TryDo on a held lock is an outcome, not an error.
@@ -444,10 +445,10 @@ func TestTelemetryTryDoContended(t *testing.T) {
 		t.Errorf("hold span has parent %v, want a root span (no span in ctx)", hold.Parent.SpanID())
 	}
 	wantChild(t, acq, hold)
-	domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-	contended := telemetry.AttrOutcome.String("contended")
+	domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
+	contended := telnames.AttrOutcome.String("contended")
 	wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, contended})
-	wantSpanAttrs(t, "acquire", acq.Attributes, []attribute.KeyValue{domain, key, contended, telemetry.AttrAttempts.Int(1)}, telemetry.AttrAcquireWait)
+	wantSpanAttrs(t, "acquire", acq.Attributes, []attribute.KeyValue{domain, key, contended, telnames.AttrAttempts.Int(1)}, telnames.AttrAcquireWait)
 	for _, s := range []tracetest.SpanStub{hold, acq} {
 		wantIdentity(t, s)
 		wantStatus(t, s, codes.Unset, "") // not an error
@@ -457,10 +458,10 @@ func TestTelemetryTryDoContended(t *testing.T) {
 	}
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricAcquireContended, map[string]telPoint{byOutcome("contended"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricAcquireDuration, map[string]telPoint{byOutcome("contended"): {count: 1}})
-	wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome("contended"): {count: 1}})
-	wantNoMetric(t, ms, telemetry.MetricHoldDuration, telemetry.MetricReleases, telemetry.MetricRenewals, telemetry.MetricLeasesLost)
+	wantPoints(t, ms, telnames.MetricAcquireContended, map[string]telPoint{byOutcome("contended"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricAcquireDuration, map[string]telPoint{byOutcome("contended"): {count: 1}})
+	wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome("contended"): {count: 1}})
+	wantNoMetric(t, ms, telnames.MetricHoldDuration, telnames.MetricReleases, telnames.MetricRenewals, telnames.MetricLeasesLost)
 }
 
 // Acquisitions that give up on a held lock: by the domain's max wait, by the
@@ -483,7 +484,7 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 			name:     "max wait",
 			retry:    RetryPolicy{MaxAttempts: 1000, InitialInterval: 20 * time.Millisecond, MaxInterval: 40 * time.Millisecond, MaxWait: 250 * time.Millisecond},
 			outcome:  "timeout",
-			event:    telemetry.EventAcquireTimeout,
+			event:    telnames.EventAcquireTimeout,
 			minWait:  250 * time.Millisecond,
 			matchErr: ErrNotAcquired,
 			// MaxInterval with +50% jitter.
@@ -494,7 +495,7 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 			retry:      RetryPolicy{MaxAttempts: 1000, InitialInterval: 20 * time.Millisecond, MaxInterval: 40 * time.Millisecond},
 			ctxLimit:   250 * time.Millisecond,
 			outcome:    "timeout",
-			event:      telemetry.EventAcquireTimeout,
+			event:      telnames.EventAcquireTimeout,
 			minWait:    200 * time.Millisecond, // the ctx's deadline was set before Do
 			matchErr:   context.DeadlineExceeded,
 			maxBackoff: 60 * time.Millisecond,
@@ -503,7 +504,7 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 			name:       "max attempts",
 			retry:      RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond},
 			outcome:    "exhausted",
-			event:      telemetry.EventAcquireExhausted,
+			event:      telnames.EventAcquireExhausted,
 			attempts:   3,
 			matchErr:   ErrNotAcquired,
 			maxBackoff: 30 * time.Millisecond,
@@ -541,7 +542,7 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 				t.Fatalf("acquire events = %v, want lockkit.retry… then %s", names, tc.event)
 			}
 			giveUp := acq.Events[len(names)-1]
-			nv, _ := attrOf(giveUp.Attributes, telemetry.AttrAttempts)
+			nv, _ := attrOf(giveUp.Attributes, telnames.AttrAttempts)
 			n := int(nv.AsInt64())
 			if tc.attempts != 0 && n != tc.attempts {
 				t.Errorf("%d attempts (events %v), want %d", n, names, tc.attempts)
@@ -558,27 +559,27 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 			}
 			for i, e := range acq.Events[:retries] {
 				what := fmt.Sprintf("event %d", i)
-				if e.Name != telemetry.EventRetry {
-					t.Errorf("%s: %s, want %s", what, e.Name, telemetry.EventRetry)
+				if e.Name != telnames.EventRetry {
+					t.Errorf("%s: %s, want %s", what, e.Name, telnames.EventRetry)
 					continue
 				}
 				wantSpanAttrs(t, what, e.Attributes, []attribute.KeyValue{
-					telemetry.AttrRetryAttempt.Int(i + 1), telemetry.AttrOutcome.String("contended"),
-				}, telemetry.AttrRetryBackoff)
-				if b, _ := attrOf(e.Attributes, telemetry.AttrRetryBackoff); b.AsFloat64() <= 0 || b.AsFloat64() > tc.maxBackoff.Seconds() {
+					telnames.AttrRetryAttempt.Int(i + 1), telnames.AttrOutcome.String("contended"),
+				}, telnames.AttrRetryBackoff)
+				if b, _ := attrOf(e.Attributes, telnames.AttrRetryBackoff); b.AsFloat64() <= 0 || b.AsFloat64() > tc.maxBackoff.Seconds() {
 					t.Errorf("%s: backoff %vs, want in (0, %v]", what, b.AsFloat64(), tc.maxBackoff)
 				}
 			}
-			wantSpanAttrs(t, "give-up event", giveUp.Attributes, []attribute.KeyValue{telemetry.AttrAttempts.Int(n)}, telemetry.AttrAcquireWait)
-			wait, _ := attrOf(giveUp.Attributes, telemetry.AttrAcquireWait)
+			wantSpanAttrs(t, "give-up event", giveUp.Attributes, []attribute.KeyValue{telnames.AttrAttempts.Int(n)}, telnames.AttrAcquireWait)
+			wait, _ := attrOf(giveUp.Attributes, telnames.AttrAcquireWait)
 			if wait.AsFloat64() < tc.minWait.Seconds() {
 				t.Errorf("give-up event wait %vs, want >= %v", wait.AsFloat64(), tc.minWait)
 			}
 
-			domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-			outcome, errType := telemetry.AttrOutcome.String(tc.outcome), telemetry.AttrErrorType.String(tc.outcome)
+			domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
+			outcome, errType := telnames.AttrOutcome.String(tc.outcome), telnames.AttrErrorType.String(tc.outcome)
 			wantSpanAttrs(t, "acquire", acq.Attributes, []attribute.KeyValue{domain, key, outcome, errType,
-				telemetry.AttrAttempts.Int(n), telemetry.AttrAcquireWait.Float64(wait.AsFloat64())})
+				telnames.AttrAttempts.Int(n), telnames.AttrAcquireWait.Float64(wait.AsFloat64())})
 			wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, outcome, errType})
 			for _, s := range []tracetest.SpanStub{hold, acq} {
 				wantIdentity(t, s)
@@ -590,16 +591,16 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 			}
 
 			ms := g.metrics(t)
-			wantPoints(t, ms, telemetry.MetricAcquireDuration, map[string]telPoint{byOutcome(tc.outcome): {count: 1}})
-			wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome(tc.outcome): {count: 1}})
-			if p := ms[telemetry.MetricAcquireAttempts][byOutcome(tc.outcome)]; p.sum != float64(n) {
+			wantPoints(t, ms, telnames.MetricAcquireDuration, map[string]telPoint{byOutcome(tc.outcome): {count: 1}})
+			wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome(tc.outcome): {count: 1}})
+			if p := ms[telnames.MetricAcquireAttempts][byOutcome(tc.outcome)]; p.sum != float64(n) {
 				t.Errorf("attempts histogram sum %v, want %d", p.sum, n)
 			}
-			if p := ms[telemetry.MetricAcquireDuration][byOutcome(tc.outcome)]; p.sum < tc.minWait.Seconds() {
+			if p := ms[telnames.MetricAcquireDuration][byOutcome(tc.outcome)]; p.sum < tc.minWait.Seconds() {
 				t.Errorf("acquire duration %vs, want >= %v", p.sum, tc.minWait)
 			}
-			wantPoints(t, ms, telemetry.MetricAcquireContended, map[string]telPoint{byOutcome(tc.outcome): {sum: 1}})
-			wantNoMetric(t, ms, telemetry.MetricHoldDuration, telemetry.MetricReleases, telemetry.MetricRenewals, telemetry.MetricLeasesLost)
+			wantPoints(t, ms, telnames.MetricAcquireContended, map[string]telPoint{byOutcome(tc.outcome): {sum: 1}})
+			wantNoMetric(t, ms, telnames.MetricHoldDuration, telnames.MetricReleases, telnames.MetricRenewals, telnames.MetricLeasesLost)
 		})
 	}
 }
@@ -629,16 +630,16 @@ func TestTelemetryLeaseLostDeadline(t *testing.T) {
 	hold, acq, rel := g.one(t, "lockkit.hold test"), g.one(t, "lockkit.acquire test"), g.one(t, "lockkit.release test")
 	wantChild(t, acq, hold)
 	wantChild(t, rel, hold)
-	domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-	deadline := telemetry.AttrLostCause.String("deadline")
+	domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
+	deadline := telnames.AttrLostCause.String("deadline")
 	wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, deadline,
-		telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost")})
+		telnames.AttrOutcome.String("lost"), telnames.AttrErrorType.String("lost")})
 	wantIdentity(t, hold)
 	if hold.Status.Code != codes.Error || !strings.Contains(hold.Status.Description, "deadline passed") {
 		t.Errorf("hold status %v %q, want Error with the lost cause", hold.Status.Code, hold.Status.Description)
 	}
-	if names := eventNames(hold); !slices.Equal(names, []string{telemetry.EventLeaseLost}) {
-		t.Fatalf("hold events = %v, want [%s]", names, telemetry.EventLeaseLost)
+	if names := eventNames(hold); !slices.Equal(names, []string{telnames.EventLeaseLost}) {
+		t.Fatalf("hold events = %v, want [%s]", names, telnames.EventLeaseLost)
 	}
 	wantSpanAttrs(t, "lease.lost event", hold.Events[0].Attributes, []attribute.KeyValue{deadline})
 
@@ -650,23 +651,23 @@ func TestTelemetryLeaseLostDeadline(t *testing.T) {
 	for i, rn := range renews {
 		wantChild(t, rn, hold)
 		wantSpanAttrs(t, fmt.Sprintf("renew %d", i), rn.Attributes, []attribute.KeyValue{domain, key,
-			telemetry.AttrOutcome.String("unavailable"), telemetry.AttrErrorType.String("unavailable")})
+			telnames.AttrOutcome.String("unavailable"), telnames.AttrErrorType.String("unavailable")})
 		if rn.Status.Code != codes.Error {
 			t.Errorf("renew %d: status %v, want Error", i, rn.Status.Code)
 		}
 	}
 	// The release ran after Resume: the key is gone by then, or, when the
 	// release beat the server's own expiry by the drift allowance, still ours.
-	relOutcome, _ := attrOf(rel.Attributes, telemetry.AttrOutcome)
+	relOutcome, _ := attrOf(rel.Attributes, telnames.AttrOutcome)
 	if o := relOutcome.AsString(); o != "expired" && o != "released" {
 		t.Errorf("release outcome %q, want expired (or released)", o)
 	}
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricLeasesLost, map[string]telPoint{byCause("deadline"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
-	wantPoints(t, ms, telemetry.MetricRenewals, map[string]telPoint{byOutcome("unavailable"): {sum: float64(len(renews))}})
-	wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome(relOutcome.AsString()): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricLeasesLost, map[string]telPoint{byCause("deadline"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
+	wantPoints(t, ms, telnames.MetricRenewals, map[string]telPoint{byOutcome("unavailable"): {sum: float64(len(renews))}})
+	wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome(relOutcome.AsString()): {sum: 1}})
 }
 
 // Lost by a refused extend: the key is deleted behind the lease's back, then
@@ -700,19 +701,19 @@ func TestTelemetryLeaseLostRefused(t *testing.T) {
 		wantChild(t, s, hold)
 		wantIdentity(t, s)
 	}
-	domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-	refused := telemetry.AttrLostCause.String("refused")
+	domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
+	refused := telnames.AttrLostCause.String("refused")
 	wantSpanAttrs(t, "renew", rn.Attributes, []attribute.KeyValue{domain, key,
-		telemetry.AttrOutcome.String("refused"), telemetry.AttrErrorType.String("refused")})
+		telnames.AttrOutcome.String("refused"), telnames.AttrErrorType.String("refused")})
 	wantStatus(t, rn, codes.Error, fmt.Sprintf("lockkit: extend %s: %v", l.Key(), ErrNotHeld))
 	wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key,
-		telemetry.AttrOutcome.String("expired"), telemetry.AttrErrorType.String("expired")})
+		telnames.AttrOutcome.String("expired"), telnames.AttrErrorType.String("expired")})
 	wantStatus(t, rel, codes.Error, relErr.Error())
 	wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, refused,
-		telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost")})
+		telnames.AttrOutcome.String("lost"), telnames.AttrErrorType.String("lost")})
 	wantStatus(t, hold, codes.Error, lease.Err().Error())
-	if names := eventNames(hold); !slices.Equal(names, []string{telemetry.EventLeaseLost}) {
-		t.Fatalf("hold events = %v, want [%s]", names, telemetry.EventLeaseLost)
+	if names := eventNames(hold); !slices.Equal(names, []string{telnames.EventLeaseLost}) {
+		t.Fatalf("hold events = %v, want [%s]", names, telnames.EventLeaseLost)
 	}
 	wantSpanAttrs(t, "lease.lost event", hold.Events[0].Attributes, []attribute.KeyValue{refused})
 	// The loss is recorded when the extend is refused, before the release.
@@ -721,10 +722,10 @@ func TestTelemetryLeaseLostRefused(t *testing.T) {
 	}
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricRenewals, map[string]telPoint{byOutcome("refused"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricLeasesLost, map[string]telPoint{byCause("refused"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
+	wantPoints(t, ms, telnames.MetricRenewals, map[string]telPoint{byOutcome("refused"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricLeasesLost, map[string]telPoint{byCause("refused"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
 }
 
 // Releasing a lease whose key is no longer ours: the release is "expired".
@@ -753,22 +754,22 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 		g.wantNames(t, "lockkit.hold test", "lockkit.acquire test", "lockkit.release test")
 		hold, rel := g.one(t, "lockkit.hold test"), g.one(t, "lockkit.release test")
 		wantChild(t, rel, hold)
-		domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
+		domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
 		wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key,
-			telemetry.AttrOutcome.String("expired"), telemetry.AttrErrorType.String("expired")})
+			telnames.AttrOutcome.String("expired"), telnames.AttrErrorType.String("expired")})
 		wantStatus(t, rel, codes.Error, relErr.Error())
 		// The hold ended lost: the deadline passed before the release.
-		wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrLostCause.String("deadline"),
-			telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost")})
-		if names := eventNames(hold); !slices.Equal(names, []string{telemetry.EventLeaseLost}) {
-			t.Errorf("hold events = %v, want [%s]", names, telemetry.EventLeaseLost)
+		wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, telnames.AttrLostCause.String("deadline"),
+			telnames.AttrOutcome.String("lost"), telnames.AttrErrorType.String("lost")})
+		if names := eventNames(hold); !slices.Equal(names, []string{telnames.EventLeaseLost}) {
+			t.Errorf("hold events = %v, want [%s]", names, telnames.EventLeaseLost)
 		}
 
 		ms := g.metrics(t)
-		wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
-		wantPoints(t, ms, telemetry.MetricLeasesLost, map[string]telPoint{byCause("deadline"): {sum: 1}})
-		wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
-		wantNoMetric(t, ms, telemetry.MetricRenewals)
+		wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
+		wantPoints(t, ms, telnames.MetricLeasesLost, map[string]telPoint{byCause("deadline"): {sum: 1}})
+		wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
+		wantNoMetric(t, ms, telnames.MetricRenewals)
 	})
 
 	t.Run("key deleted", func(t *testing.T) {
@@ -794,19 +795,19 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 			t.Fatalf("lease.Err after the release found the key gone = %v, want ErrLockLost", err)
 		}
 		hold, rel := g.one(t, "lockkit.hold test"), g.one(t, "lockkit.release test")
-		domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
-		wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrOutcome.String("expired"), telemetry.AttrErrorType.String("expired")})
-		wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrLostCause.String("refused"),
-			telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost")})
+		domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
+		wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telnames.AttrOutcome.String("expired"), telnames.AttrErrorType.String("expired")})
+		wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key, telnames.AttrLostCause.String("refused"),
+			telnames.AttrOutcome.String("lost"), telnames.AttrErrorType.String("lost")})
 		wantStatus(t, rel, codes.Error, relErr.Error())
 		wantStatus(t, hold, codes.Error, lease.Err().Error())
-		if names := eventNames(hold); !slices.Equal(names, []string{telemetry.EventLeaseLost}) {
-			t.Errorf("hold events = %v, want [%s]", names, telemetry.EventLeaseLost)
+		if names := eventNames(hold); !slices.Equal(names, []string{telnames.EventLeaseLost}) {
+			t.Errorf("hold events = %v, want [%s]", names, telnames.EventLeaseLost)
 		}
 		ms := g.metrics(t)
-		wantPoints(t, ms, telemetry.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
-		wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
-		wantPoints(t, ms, telemetry.MetricLeasesLost, map[string]telPoint{byCause("refused"): {sum: 1}})
+		wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome("expired"): {sum: 1}})
+		wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
+		wantPoints(t, ms, telnames.MetricLeasesLost, map[string]telPoint{byCause("refused"): {sum: 1}})
 	})
 }
 
@@ -816,7 +817,7 @@ func TestTelemetryBreakerChange(t *testing.T) {
 	r := testserver.StartRedis(t)
 	g := newTelRig(t, r, WithCommandTimeout(200*time.Millisecond),
 		WithBreaker(breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}))
-	wantPoints(t, g.metrics(t), telemetry.MetricBreakerState, breakerStates(r.Addr(), "closed"))
+	wantPoints(t, g.metrics(t), telnames.MetricBreakerState, breakerStates(r.Addr(), "closed"))
 
 	l := lockOn(testDomain(t, g.c, Policy{TTL: time.Second}), "down")
 	r.Kill(t)
@@ -831,7 +832,7 @@ func TestTelemetryBreakerChange(t *testing.T) {
 		t.Fatalf("%d acquire spans, want 3", len(acqs))
 	}
 	for i, want := range []string{"unavailable", "unavailable", "breaker_open"} {
-		if o, _ := attrOf(acqs[i].Attributes, telemetry.AttrOutcome); o.AsString() != want {
+		if o, _ := attrOf(acqs[i].Attributes, telnames.AttrOutcome); o.AsString() != want {
 			t.Errorf("acquire %d: outcome %q, want %q", i, o.AsString(), want)
 		}
 		if acqs[i].Status.Code != codes.Error {
@@ -842,13 +843,13 @@ func TestTelemetryBreakerChange(t *testing.T) {
 	for i, s := range acqs {
 		names := eventNames(s)
 		if i == 1 {
-			if !slices.Equal(names, []string{telemetry.EventBreakerChange}) {
-				t.Fatalf("tripping acquire: events %v, want [%s]", names, telemetry.EventBreakerChange)
+			if !slices.Equal(names, []string{telnames.EventBreakerChange}) {
+				t.Fatalf("tripping acquire: events %v, want [%s]", names, telnames.EventBreakerChange)
 			}
 			wantSpanAttrs(t, "breaker.change event", s.Events[0].Attributes, []attribute.KeyValue{
-				telemetry.AttrBreakerNode.String(r.Addr()),
-				telemetry.AttrBreakerFrom.String("closed"),
-				telemetry.AttrBreakerTo.String("open"),
+				telnames.AttrBreakerNode.String(r.Addr()),
+				telnames.AttrBreakerFrom.String("closed"),
+				telnames.AttrBreakerTo.String("open"),
 			})
 		} else if len(names) != 0 {
 			t.Errorf("acquire %d: events %v, want none", i, names)
@@ -861,8 +862,8 @@ func TestTelemetryBreakerChange(t *testing.T) {
 	}
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricBreakerState, breakerStates(r.Addr(), "open"))
-	wantPoints(t, ms, telemetry.MetricAcquireDuration, map[string]telPoint{
+	wantPoints(t, ms, telnames.MetricBreakerState, breakerStates(r.Addr(), "open"))
+	wantPoints(t, ms, telnames.MetricAcquireDuration, map[string]telPoint{
 		byOutcome("unavailable"): {count: 2}, byOutcome("breaker_open"): {count: 1},
 	})
 }
@@ -976,10 +977,10 @@ func TestTelemetryKeyModes(t *testing.T) {
 				t.Errorf("%d spans %v, want 8", len(spans), telSpanNames(spans))
 			}
 			for _, s := range spans {
-				if v, _ := attrOf(s.Attributes, telemetry.AttrDomain); v.AsString() != "test" {
+				if v, _ := attrOf(s.Attributes, telnames.AttrDomain); v.AsString() != "test" {
 					t.Errorf("span %q: domain %q", s.Name, v.AsString())
 				}
-				got, ok := attrOf(s.Attributes, telemetry.AttrKey)
+				got, ok := attrOf(s.Attributes, telnames.AttrKey)
 				switch {
 				case ok != has:
 					t.Errorf("span %q: has key attribute %v, want %v", s.Name, ok, has)
@@ -1020,26 +1021,26 @@ func TestTelemetryDoWaitsThenAcquires(t *testing.T) {
 		t.Fatal("no retry events while the lock was held for 100ms")
 	}
 	for i, e := range acq.Events {
-		if e.Name != telemetry.EventRetry {
-			t.Errorf("event %d = %s, want %s", i, e.Name, telemetry.EventRetry)
+		if e.Name != telnames.EventRetry {
+			t.Errorf("event %d = %s, want %s", i, e.Name, telnames.EventRetry)
 		}
-		if a, _ := attrOf(e.Attributes, telemetry.AttrRetryAttempt); a.AsInt64() != int64(i+1) {
+		if a, _ := attrOf(e.Attributes, telnames.AttrRetryAttempt); a.AsInt64() != int64(i+1) {
 			t.Errorf("event %d: attempt %d, want %d", i, a.AsInt64(), i+1)
 		}
 	}
-	domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
+	domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
 	wantSpanAttrs(t, "acquire", acq.Attributes, []attribute.KeyValue{domain, key,
-		telemetry.AttrOutcome.String("acquired"), telemetry.AttrAttempts.Int(len(names) + 1)}, telemetry.AttrAcquireWait)
-	if w, _ := attrOf(acq.Attributes, telemetry.AttrAcquireWait); w.AsFloat64() < 0.05 {
+		telnames.AttrOutcome.String("acquired"), telnames.AttrAttempts.Int(len(names) + 1)}, telnames.AttrAcquireWait)
+	if w, _ := attrOf(acq.Attributes, telnames.AttrAcquireWait); w.AsFloat64() < 0.05 {
 		t.Errorf("acquire wait %vs, want about the 100ms the holder kept the lock", w.AsFloat64())
 	}
 	wantStatus(t, acq, codes.Unset, "")
 	wantStatus(t, hold, codes.Unset, "")
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricAcquireContended, map[string]telPoint{byOutcome("acquired"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricAcquireAttempts, map[string]telPoint{byOutcome("acquired"): {count: 1}})
-	if p := ms[telemetry.MetricAcquireAttempts][byOutcome("acquired")]; p.sum != float64(len(names)+1) {
+	wantPoints(t, ms, telnames.MetricAcquireContended, map[string]telPoint{byOutcome("acquired"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricAcquireAttempts, map[string]telPoint{byOutcome("acquired"): {count: 1}})
+	if p := ms[telnames.MetricAcquireAttempts][byOutcome("acquired")]; p.sum != float64(len(names)+1) {
 		t.Errorf("attempts sum %v, want %d", p.sum, len(names)+1)
 	}
 }
@@ -1096,10 +1097,10 @@ func TestTelemetryRenewCutShortByRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	rn := g.one(t, "lockkit.renew test")
-	wantSpanAttrs(t, "renew", rn.Attributes, []attribute.KeyValue{telemetry.AttrDomain.String("test"),
-		telemetry.AttrKey.String(l.Key()), telemetry.AttrOutcome.String("canceled")})
+	wantSpanAttrs(t, "renew", rn.Attributes, []attribute.KeyValue{telnames.AttrDomain.String("test"),
+		telnames.AttrKey.String(l.Key()), telnames.AttrOutcome.String("canceled")})
 	wantStatus(t, rn, codes.Unset, "")
-	wantPoints(t, g.metrics(t), telemetry.MetricRenewals, map[string]telPoint{byOutcome("canceled"): {sum: 1}})
+	wantPoints(t, g.metrics(t), telnames.MetricRenewals, map[string]telPoint{byOutcome("canceled"): {sum: 1}})
 }
 
 // A Redlock acquire span carries one lockkit.redlock.node event per node:
@@ -1116,15 +1117,15 @@ func TestTelemetryRedlockNodeEvents(t *testing.T) {
 	acq := g.one(t, "lockkit.acquire test")
 	results := map[string]string{}
 	for _, ev := range acq.Events {
-		if ev.Name != telemetry.EventRedlockNode {
+		if ev.Name != telnames.EventRedlockNode {
 			continue
 		}
 		var node, result string
 		for _, kv := range ev.Attributes {
 			switch kv.Key {
-			case telemetry.AttrBreakerNode:
+			case telnames.AttrBreakerNode:
 				node = kv.Value.AsString()
-			case telemetry.AttrNodeResult:
+			case telnames.AttrNodeResult:
 				result = kv.Value.AsString()
 			}
 		}

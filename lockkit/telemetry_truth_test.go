@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/internal/testserver"
-	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -27,16 +27,16 @@ func TestTelemetryCloseLossMatchesErr(t *testing.T) {
 	if err := lease.Err(); !errors.Is(err, ErrLockLost) || !errors.Is(err, ErrClosed) {
 		t.Fatalf("lease.Err() after Close = %v, want ErrLockLost and ErrClosed", err)
 	}
-	domain, key := telemetry.AttrDomain.String("test"), telemetry.AttrKey.String(l.Key())
+	domain, key := telnames.AttrDomain.String("test"), telnames.AttrKey.String(l.Key())
 	hold := g.one(t, "lockkit.hold test")
 	wantSpanAttrs(t, "hold", hold.Attributes, []attribute.KeyValue{domain, key,
-		telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost"), telemetry.AttrLostCause.String("closed")})
-	if names := eventNames(hold); len(names) != 1 || names[0] != telemetry.EventLeaseLost {
-		t.Errorf("hold events = %v, want [%s]", names, telemetry.EventLeaseLost)
+		telnames.AttrOutcome.String("lost"), telnames.AttrErrorType.String("lost"), telnames.AttrLostCause.String("closed")})
+	if names := eventNames(hold); len(names) != 1 || names[0] != telnames.EventLeaseLost {
+		t.Errorf("hold events = %v, want [%s]", names, telnames.EventLeaseLost)
 	}
 	rel := g.one(t, "lockkit.release test")
-	wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telemetry.AttrOutcome.String("released")})
+	wantSpanAttrs(t, "release", rel.Attributes, []attribute.KeyValue{domain, key, telnames.AttrOutcome.String("released")})
 	ms := g.metrics(t)
-	wantPoints(t, ms, telemetry.MetricLeasesLost, map[string]telPoint{byCause("closed"): {sum: 1}})
-	wantPoints(t, ms, telemetry.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
+	wantPoints(t, ms, telnames.MetricLeasesLost, map[string]telPoint{byCause("closed"): {sum: 1}})
+	wantPoints(t, ms, telnames.MetricHoldDuration, map[string]telPoint{byOutcome("lost"): {count: 1}})
 }

@@ -10,8 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
@@ -81,152 +78,6 @@ func holderPID(t testing.TB, pool *pgxpool.Pool, key string) int {
 		t.Fatal(err)
 	}
 	return pid
-}
-
-// Mutual exclusion: 4 clients, each on its own pool, 16 goroutines each (64
-// in all, goroutines of one client sharing its pool) do a non-atomic
-// read-modify-write under one lock. No update is lost and no two critical
-// sections overlap.
-func TestMutualExclusion(t *testing.T) {
-	pg := startPG(t)
-	const (
-		clients = 4
-		perCl   = 16
-		rounds  = 4
-	)
-	var (
-		counter atomic.Int64
-		inside  atomic.Int32
-		overlap atomic.Int32
-		wg      sync.WaitGroup
-		errs    = make(chan error, clients*perCl)
-	)
-	p := lockkit.Policy{TTL: 5 * time.Second, Fencing: true, Retry: retry}
-	var lastFence atomic.Int64
-	for range clients {
-		c := newClient(t, testserver.PgxPool(t, pg.DSN(), 5), postgres.WithMaxHeld(4), postgres.WithConnWait(5*time.Second))
-		l := lockOf(c, "counter", p, "x")
-		for range perCl {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range rounds {
-					err := l.Do(ctxT(t, 60*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
-						if inside.Add(1) != 1 {
-							overlap.Add(1)
-						}
-						defer inside.Add(-1)
-						if f := lease.Fence(); f <= lastFence.Load() {
-							return fmt.Errorf("fence %d not above the previous holder's %d", f, lastFence.Load())
-						} else {
-							lastFence.Store(f)
-						}
-						v := counter.Load()
-						time.Sleep(200 * time.Microsecond)
-						counter.Store(v + 1)
-						return nil
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if n := overlap.Load(); n > 0 {
-		t.Errorf("%d critical sections overlapped another", n)
-	}
-	if got, want := counter.Load(), int64(clients*perCl*rounds); got != want {
-		t.Fatalf("counter %d, want %d: updates were lost", got, want)
-	}
-}
-
-// TryDo on a held lock is ErrNotAcquired (not ErrUnavailable), from the same
-// client and from another one.
-func TestTryDoHeld(t *testing.T) {
-	pg := startPG(t)
-	c1, c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4)), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
-	p := lockkit.Policy{TTL: 5 * time.Second}
-	lease, err := lockOf(c1, "t", p, "held").Acquire(ctxT(t, 5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range []*lockkit.Client{c1, c2} {
-		ran := false
-		err := lockOf(c, "t", p, "held").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { ran = true; return nil })
-		if !errors.Is(err, lockkit.ErrNotAcquired) || errors.Is(err, lockkit.ErrUnavailable) || ran {
-			t.Fatalf("client %d: TryDo on a held lock = %v (fn ran: %v); want ErrNotAcquired", i+1, err, ran)
-		}
-	}
-	if err := lease.Release(ctxT(t, 5*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if err := lockOf(c2, "t", p, "held").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { return nil }); err != nil {
-		t.Fatalf("TryDo after the release: %v", err)
-	}
-}
-
-// pg_terminate_backend on the holder's session frees the lock for others at
-// once; the holder's fn sees its ctx cancelled with ErrLockLost within a
-// renew interval, and Do reports the loss.
-func TestTerminatedSession(t *testing.T) {
-	pg := startPG(t)
-	admin := testserver.PgxPool(t, pg.DSN(), 2)
-	c1, c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4)), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
-	p := lockkit.Policy{TTL: 3 * time.Second}
-	acquired := make(chan string, 1)
-	cause := make(chan error, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- lockOf(c1, "term", p, "x").Do(ctxT(t, 30*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
-			acquired <- lease.Key()
-			<-ctx.Done()
-			cause <- context.Cause(ctx)
-			return nil
-		})
-	}()
-	key := <-acquired
-	pid := holderPID(t, admin, key)
-	if pid == 0 {
-		t.Fatal("no session holds the lock")
-	}
-	var ok bool
-	if err := admin.QueryRow(ctxT(t, 5*time.Second), "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
-		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
-	}
-	terminated := time.Now()
-	// Free for others at once: a single attempt succeeds.
-	var took time.Duration
-	for {
-		err := lockOf(c2, "term", p, "x").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { return nil })
-		if err == nil {
-			took = time.Since(terminated)
-			break
-		}
-		if !errors.Is(err, lockkit.ErrNotAcquired) || time.Since(terminated) > 500*time.Millisecond {
-			t.Fatalf("TryDo %v after the holder's session was terminated: %v", time.Since(terminated), err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Logf("lock taken by another client %v after pg_terminate_backend", took.Round(time.Microsecond))
-	select {
-	case c := <-cause:
-		if !errors.Is(c, lockkit.ErrLockLost) {
-			t.Fatalf("fn's ctx cause %v, want ErrLockLost", c)
-		}
-		t.Logf("holder told %v after the terminate", time.Since(terminated).Round(time.Millisecond))
-	case <-time.After(p.TTL):
-		t.Fatal("the holder's fn was not told of the loss within the TTL")
-	}
-	if err := <-done; !errors.Is(err, lockkit.ErrLockLost) {
-		t.Fatalf("Do = %v, want ErrLockLost", err)
-	}
 }
 
 // A pool whose connections are taken by held locks fails the next acquire
@@ -308,99 +159,50 @@ func TestPoolExhaustedConnWait(t *testing.T) {
 	}
 }
 
-// Close during Do cancels fn with ErrClosed, waits for it, and only then
-// releases the lock (and never before).
-func TestCloseDuringDo(t *testing.T) {
-	pg := startPG(t)
-	admin := testserver.PgxPool(t, pg.DSN(), 2)
-	c1, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
-	p := lockkit.Policy{TTL: 5 * time.Second}
-	acquired := make(chan string, 1)
-	done := make(chan error, 1)
-	var heldAtReturn atomic.Bool
-	go func() {
-		done <- lockOf(c1, "close", p, "x").Do(ctxT(t, 30*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
-			acquired <- lease.Key()
-			<-ctx.Done()
-			if !errors.Is(context.Cause(ctx), lockkit.ErrClosed) {
-				return fmt.Errorf("cause %v, want ErrClosed", context.Cause(ctx))
-			}
-			time.Sleep(200 * time.Millisecond) // the lock must stay held meanwhile
-			heldAtReturn.Store(holderPID(t, admin, lease.Key()) != 0)
-			return nil
-		})
-	}()
-	<-acquired
-	if err := c1.Close(ctxT(t, 10*time.Second)); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("Do: %v", err)
-	}
-	if !heldAtReturn.Load() {
-		t.Fatal("the lock was released while fn was still running")
-	}
-	if err := lockOf(c2, "close", p, "x").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { return nil }); err != nil {
-		t.Fatalf("TryDo after Close: %v", err)
-	}
-}
-
-// A restart of the server mid-hold: the holder's fn sees ErrLockLost, new
-// holders proceed once the server is back, and fences keep increasing across
-// the restart (and a crash).
-func TestServerRestart(t *testing.T) {
+// A crash of the server mid-hold (SIGKILL of every process, then crash
+// recovery): the holder's fn sees ErrLockLost, a new holder proceeds once
+// the server is back, and its fence is above the one before the crash. A
+// graceful restart is drivertest's Restart (TestConformance).
+func TestServerCrash(t *testing.T) {
 	pg := startPG(t)
 	c1, c2 := newClient(t, testserver.PgxPool(t, pg.DSN(), 4)), newClient(t, testserver.PgxPool(t, pg.DSN(), 4))
 	p := lockkit.Policy{TTL: 3 * time.Second, Fencing: true, Retry: retry}
-	var last int64
-	for _, crash := range []bool{false, true} {
-		acquired := make(chan int64, 1)
-		cause := make(chan error, 1)
-		done := make(chan error, 1)
-		go func() {
-			done <- lockOf(c1, "restart", p, "x").Do(ctxT(t, 30*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
-				acquired <- lease.Fence()
-				<-ctx.Done()
-				cause <- context.Cause(ctx)
-				return nil
-			})
-		}()
-		f1 := <-acquired
-		if f1 <= last {
-			t.Fatalf("fence %d, not above %d", f1, last)
-		}
-		if crash {
-			pg.Kill(t)
-		}
-		pg.Restart(t)
-		restarted := time.Now()
-		select {
-		case c := <-cause:
-			if !errors.Is(c, lockkit.ErrLockLost) {
-				t.Fatalf("fn's cause after a restart (crash %v): %v, want ErrLockLost", crash, c)
-			}
-		case <-time.After(p.TTL + time.Second):
-			t.Fatalf("fn not told of the loss within the TTL after a restart (crash %v)", crash)
-		}
-		if err := <-done; !errors.Is(err, lockkit.ErrLockLost) {
-			t.Fatalf("Do after a restart = %v, want ErrLockLost", err)
-		}
-		var f2 int64
-		if err := lockOf(c2, "restart", p, "x").Do(ctxT(t, 30*time.Second), func(_ context.Context, lease *lockkit.Lease) error {
-			f2 = lease.Fence()
+	acquired := make(chan int64, 1)
+	cause := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- lockOf(c1, "restart", p, "x").Do(ctxT(t, 30*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
+			acquired <- lease.Fence()
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
 			return nil
-		}); err != nil {
-			t.Fatalf("new holder after the restart: %v", err)
+		})
+	}()
+	f1 := <-acquired
+	pg.Kill(t)
+	pg.Restart(t)
+	restarted := time.Now()
+	select {
+	case c := <-cause:
+		if !errors.Is(c, lockkit.ErrLockLost) {
+			t.Fatalf("fn's cause after a crash: %v, want ErrLockLost", c)
 		}
-		t.Logf("restart (crash %v): new holder %v after the server was back; fence %d -> %d", crash, time.Since(restarted).Round(time.Millisecond), f1, f2)
-		if f2 <= f1 {
-			t.Fatalf("fence after the restart %d, not above %d", f2, f1)
-		}
-		last = f2
+	case <-time.After(p.TTL + time.Second):
+		t.Fatal("fn not told of the loss within the TTL after a crash")
+	}
+	if err := <-done; !errors.Is(err, lockkit.ErrLockLost) {
+		t.Fatalf("Do after a crash = %v, want ErrLockLost", err)
+	}
+	var f2 int64
+	if err := lockOf(c2, "restart", p, "x").Do(ctxT(t, 30*time.Second), func(_ context.Context, lease *lockkit.Lease) error {
+		f2 = lease.Fence()
+		return nil
+	}); err != nil {
+		t.Fatalf("new holder after the crash: %v", err)
+	}
+	t.Logf("crash: new holder %v after the server was back; fence %d -> %d", time.Since(restarted).Round(time.Millisecond), f1, f2)
+	if f2 <= f1 {
+		t.Fatalf("fence after the crash %d, not above %d", f2, f1)
 	}
 }
 
@@ -594,112 +396,6 @@ func TestDoTx(t *testing.T) {
 		if err := lockOf(c2, "tx", p, "x").TryDo(ctxT(t, 5*time.Second), func(context.Context, *lockkit.Lease) error { return nil }); err != nil {
 			t.Fatalf("TryDo after DoTx (commit %v): %v", commit, err)
 		}
-	}
-}
-
-// A stopped server: acquisitions fail with ErrUnavailable (never
-// ErrNotAcquired), the breaker opens after its consecutive failures and then
-// refuses at once, health says 503-unhealthy and names the open breaker;
-// once the server is back the breaker closes again and locks are granted.
-func TestServerDownBreaker(t *testing.T) {
-	pg := startPG(t)
-	var changes []string
-	var mu sync.Mutex
-	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 4)),
-		lockkit.WithLogger(slog.New(slog.DiscardHandler)),
-		lockkit.WithBreaker(breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 300 * time.Millisecond,
-			OnStateChange: func(_ string, from, to breaker.State) {
-				mu.Lock()
-				changes = append(changes, from.String()+"->"+to.String())
-				mu.Unlock()
-			}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(ctxT(t, 5*time.Second)) })
-	l := lockOf(c, "down", lockkit.Policy{TTL: 3 * time.Second}, "x")
-	try := func() error {
-		lease, err := l.TryAcquire(ctxT(t, 10*time.Second))
-		if err == nil {
-			if rerr := lease.Release(ctxT(t, 5*time.Second)); rerr != nil {
-				t.Log(rerr) // the server may be going down: reported, not fatal
-			}
-		}
-		return err
-	}
-	if err := try(); err != nil {
-		t.Fatal(err)
-	}
-	pg.Stop(t)
-	for i := range 5 {
-		err := try()
-		if !errors.Is(err, lockkit.ErrUnavailable) || errors.Is(err, lockkit.ErrNotAcquired) {
-			t.Fatalf("attempt %d with the server down: %v, want ErrUnavailable", i, err)
-		}
-		if i >= 3 && !errors.Is(err, breaker.ErrOpen) {
-			t.Fatalf("attempt %d after 3 failures: %v, want the open breaker's refusal", i, err)
-		}
-	}
-	h := c.Health(ctxT(t, 5*time.Second))
-	if h.Healthy || len(h.Breakers) != 1 || h.Breakers[0].State != "open" {
-		t.Fatalf("health with the server down: %+v", h)
-	}
-	pg.Restart(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for try() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no lock 10s after the server came back: %v", try())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if h := c.Health(ctxT(t, 5*time.Second)); !h.Healthy {
-		t.Fatalf("health after the server came back: %+v", h)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half_open->closed" {
-		t.Fatalf("breaker changes %v; want closed->open first and half_open->closed last", changes)
-	}
-}
-
-// Close bounded by a ctx that ends while fn still runs: the lock stays held
-// (its session is not closed under fn), Close says a lease was left, and the
-// lock is released when fn returns.
-func TestCloseTimeoutKeepsLockUnderRunningFn(t *testing.T) {
-	pg := startPG(t)
-	admin := testserver.PgxPool(t, pg.DSN(), 2)
-	c1, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 4)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := lockkit.Policy{TTL: 5 * time.Second}
-	acquired := make(chan string, 1)
-	finish := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- lockOf(c1, "closeto", p, "x").Do(ctxT(t, 30*time.Second), func(ctx context.Context, lease *lockkit.Lease) error {
-			acquired <- lease.Key()
-			<-finish // ignores ctx: a slow fn
-			return nil
-		})
-	}()
-	key := <-acquired
-	short, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	err = c1.Close(short)
-	cancel()
-	if err == nil || !strings.Contains(err.Error(), "1 of 1 leases were not released") {
-		t.Fatalf("Close with fn still running = %v; want it to say the lease was left", err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if holderPID(t, admin, key) == 0 {
-		t.Fatal("the lock was freed by Close while fn was still running")
-	}
-	close(finish)
-	if err := <-done; err != nil {
-		t.Fatalf("Do after fn returned: %v", err)
-	}
-	if pid := holderPID(t, admin, key); pid != 0 {
-		t.Fatalf("the lock is still held (pid %d) after Do returned", pid)
 	}
 }
 

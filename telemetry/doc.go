@@ -1,9 +1,10 @@
-// Package telemetry names what lockkit records with OpenTelemetry: the span,
-// event, attribute and metric names, the values of its enumerated attributes
-// (Outcome, LostCause), how lock keys are recorded (KeyMode, HashKey), and a
-// log handler that stamps trace ids on log lines. Catalog lists every name,
-// with its type and unit, so that dashboards and documentation can be
-// checked against the code.
+// Package telemetry says what lockkit records with OpenTelemetry. Catalog
+// lists every span name, event, attribute and metric, with its type, unit and
+// the values of an enumerated attribute (lockkit.outcome, lockkit.lost.cause),
+// as data: dashboards, alerts and documentation are checked against it
+// (docs/telemetry.md prints it). The package also says how lock keys are
+// recorded (KeyMode, HashKey) and has a log handler that stamps trace ids on
+// log lines.
 //
 // The runtime records these through the OpenTelemetry API only, never the SDK
 // or an exporter, so importing lockkit stays light: with no providers set up,
@@ -21,10 +22,10 @@
 //
 // # Outcomes and errors
 //
-// Every operation ends with an Outcome, recorded as the lockkit.outcome attribute on
-// spans and metrics. Only failures (see Outcome.Failure) set the span status to Error
-// and the error.type attribute; contention (OutcomeContended, a TryDo that found the
-// lock held) and caller cancellation (OutcomeCanceled) are outcomes, not errors.
+// Every operation ends with an outcome, recorded as the lockkit.outcome attribute on
+// spans and metrics. Only failures set the span status to Error and the
+// error.type attribute; contention ("contended", a TryDo that found the lock
+// held) and caller cancellation ("canceled") are outcomes, not errors.
 // Error messages become the span status description only with KeyRaw, since an error
 // message may quote the lock key.
 package telemetry

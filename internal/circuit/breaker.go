@@ -10,11 +10,21 @@ import (
 	"github.com/sony/gobreaker/v2"
 )
 
+// Defaults for the zero fields of breaker.Settings; its field docs state
+// each one (TestSettingsDocDefaults).
+const (
+	DefaultConsecutiveFailures uint32 = 5
+	DefaultMinRequests         uint32 = 20
+	DefaultInterval                   = 10 * time.Second
+	DefaultOpenTimeout                = 2 * time.Second
+	DefaultHalfOpenProbes      uint32 = 1
+)
+
 // withDefaults returns s with its zero (or out-of-range) fields replaced by
 // the defaults.
 func withDefaults(s breaker.Settings) breaker.Settings {
 	if s.ConsecutiveFailures == 0 {
-		s.ConsecutiveFailures = breaker.DefaultConsecutiveFailures
+		s.ConsecutiveFailures = DefaultConsecutiveFailures
 	}
 	if !(s.FailureRatio > 0) { // also NaN
 		s.FailureRatio = 0
@@ -22,16 +32,16 @@ func withDefaults(s breaker.Settings) breaker.Settings {
 		s.FailureRatio = 1
 	}
 	if s.MinRequests == 0 {
-		s.MinRequests = breaker.DefaultMinRequests
+		s.MinRequests = DefaultMinRequests
 	}
 	if s.Interval <= 0 {
-		s.Interval = breaker.DefaultInterval
+		s.Interval = DefaultInterval
 	}
 	if s.OpenTimeout <= 0 {
-		s.OpenTimeout = breaker.DefaultOpenTimeout
+		s.OpenTimeout = DefaultOpenTimeout
 	}
 	if s.HalfOpenProbes == 0 {
-		s.HalfOpenProbes = breaker.DefaultHalfOpenProbes
+		s.HalfOpenProbes = DefaultHalfOpenProbes
 	}
 	return s
 }

@@ -3,8 +3,11 @@ package circuit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -453,4 +456,24 @@ func TestDoAgainstRealRedis(t *testing.T) {
 		t.Fatalf("probe after resume = %v, want redis.Nil", err)
 	}
 	wantState(t, b, breaker.StateClosed)
+}
+
+// TestSettingsDocDefaults: the field docs of breaker.Settings, which users
+// read, state the defaults this package applies.
+func TestSettingsDocDefaults(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "breaker", "breaker.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("Default %d.", DefaultConsecutiveFailures),
+		fmt.Sprintf("Default %d.", DefaultMinRequests),
+		fmt.Sprintf("Default %v.", DefaultInterval),
+		fmt.Sprintf("Default %v.", DefaultOpenTimeout),
+		fmt.Sprintf("Default %d.", DefaultHalfOpenProbes),
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("breaker.Settings docs do not say %q", want)
+		}
+	}
 }

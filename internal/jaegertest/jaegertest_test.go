@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	"go.opentelemetry.io/otel"
 
@@ -104,13 +105,13 @@ func TestExportThroughSetup(t *testing.T) {
 	ctx, req := otel.Tracer("app").Start(ctx, "request")
 	hctx, hold := in.Domain("table").StartHold(ctx, "lock:{table:42}")
 	hold.StartAcquire(hctx)
-	hold.Retry(1, 5*time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
+	hold.Retry(1, 5*time.Millisecond, telnames.OutcomeContended)
+	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
 	_, book := otel.Tracer("app").Start(hctx, "book")
 	book.End()
 	_, rel := hold.StartRelease(hctx)
-	rel.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
+	rel.End(telnames.OutcomeReleased, nil)
+	hold.End(telnames.OutcomeReleased, nil)
 	req.End()
 
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -482,10 +482,6 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				_ = h.WithAttrs(nil).WithGroup("")
 			}
 		},
-		"telemetry.Outcome.String":    func(t *testing.T) { _ = telemetry.Outcome(255).String() },
-		"telemetry.Outcome.ErrorType": func(t *testing.T) { _ = telemetry.Outcome(255).ErrorType() },
-		"telemetry.Outcome.Failure":   func(t *testing.T) { _ = telemetry.Outcome(255).Failure() },
-		"telemetry.LostCause.String":  func(t *testing.T) { _ = telemetry.LostCause(255).String() },
 		// breaker.
 		"breaker.State.String": func(t *testing.T) {
 			if s := breaker.State(255).String(); s == "" {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -72,6 +72,6 @@ func BenchmarkStartHoldOff(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, h := dom.StartHold(ctx, testKey)
-		h.End(telemetry.OutcomeReleased, nil)
+		h.End(telnames.OutcomeReleased, nil)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -26,26 +27,26 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 	// A hold that retries, is acquired, renews, is lost, and finds the key gone.
 	hctx, hold := dom.StartHold(ctx, testKey)
 	actx := hold.StartAcquire(hctx)
-	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
+	hold.Retry(1, time.Millisecond, telnames.OutcomeContended)
 	BreakerChanged(actx, "node-1", "closed", "open") // the attempt tripped a breaker
 	RedlockNode(actx, "node-1", "failed", time.Millisecond, errBoom)
 	hold.Queued(2, "push") // a FIFO waiter, second in line, woken by a push
 	hold.LinkPrevious("0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331")
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 3})
 	_, rn := hold.StartRenew(ctx)
-	rn.End(telemetry.OutcomeRefused, errBoom)
-	hold.Lost(telemetry.LostRefused, errBoom)
+	rn.End(telnames.OutcomeRefused, errBoom)
+	hold.Lost(telnames.LostRefused, errBoom)
 	_, rel := hold.StartRelease(hctx)
-	rel.End(telemetry.OutcomeExpired, errBoom)
-	hold.End(telemetry.OutcomeLost, errBoom)
+	rel.End(telnames.OutcomeExpired, errBoom)
+	hold.End(telnames.OutcomeLost, errBoom)
 	// Acquisitions that time out and run out of attempts.
-	for _, o := range []telemetry.Outcome{telemetry.OutcomeTimeout, telemetry.OutcomeExhausted} {
+	for _, o := range []telnames.Outcome{telnames.OutcomeTimeout, telnames.OutcomeExhausted} {
 		hctx, hold := dom.StartHold(ctx, testKey)
 		hold.StartAcquire(hctx)
 		hold.EndAcquire(AcquireResult{Outcome: o, Attempts: 5, Contended: true})
 		hold.End(o, nil)
 	}
-	r.in.BreakerState(ctx, "node-1", telemetry.BreakerOpen)
+	r.in.BreakerState(ctx, "node-1", telnames.BreakerOpen)
 
 	type named struct {
 		kind            telemetry.Kind
@@ -133,15 +134,15 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 func TestCatalogValues(t *testing.T) {
 	var outcomes []string
 	for o := range numOutcomes {
-		outcomes = append(outcomes, telemetry.Outcome(o).String())
+		outcomes = append(outcomes, telnames.Outcome(o).String())
 	}
 	for _, e := range telemetry.Catalog() {
 		switch e.Name {
-		case string(telemetry.AttrOutcome):
+		case string(telnames.AttrOutcome):
 			if !slices.Equal(e.Values, outcomes) {
 				t.Errorf("outcome values %v, want %v", e.Values, outcomes)
 			}
-		case string(telemetry.AttrLostCause):
+		case string(telnames.AttrLostCause):
 			if !slices.Equal(e.Values, []string{"refused", "deadline", "closed"}) {
 				t.Errorf("lost cause values %v", e.Values)
 			}

@@ -11,15 +11,15 @@
 //
 //	ctx, hold := dom.StartHold(ctx, key)     // Do / Acquire: the span over the whole hold
 //	actx := hold.StartAcquire(ctx)           // child span; pass actx to the backend calls
-//	hold.Retry(attempt, backoff, telemetry.OutcomeContended) // before each backoff sleep
-//	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, ...})
+//	hold.Retry(attempt, backoff, telnames.OutcomeContended) // before each backoff sleep
+//	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeAcquired, ...})
 //	... fn(ctx, lease) ...                   // ctx carries the hold span
 //	rctx, r := hold.StartRenew(ctx)          // each extend
-//	r.End(telemetry.OutcomeOK, nil)
-//	hold.Lost(telemetry.LostRefused, err)    // when the lease is lost
+//	r.End(telnames.OutcomeOK, nil)
+//	hold.Lost(telnames.LostRefused, err)    // when the lease is lost
 //	rctx, rel := hold.StartRelease(ctx)
-//	rel.End(telemetry.OutcomeReleased, nil)
-//	hold.End(telemetry.OutcomeReleased, nil) // closes the hold span, records hold time
+//	rel.End(telnames.OutcomeReleased, nil)
+//	hold.End(telnames.OutcomeReleased, nil) // closes the hold span, records hold time
 //
 // # Cost when off
 //

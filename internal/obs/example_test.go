@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -27,17 +27,17 @@ func Example() {
 	ctx, hold := table.StartHold(context.Background(), "lock:{table:42}")
 	acquireCtx := hold.StartAcquire(ctx) // for the acquire script's Redis calls
 	_ = acquireCtx
-	hold.Retry(1, 50*time.Millisecond, telemetry.OutcomeContended) // before sleeping
-	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 12})
+	hold.Retry(1, 50*time.Millisecond, telnames.OutcomeContended) // before sleeping
+	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 12})
 
 	// fn(ctx, lease) runs with ctx: its spans nest under the hold span.
 
 	_, renewal := hold.StartRenew(context.Background()) // in the renewal goroutine
-	renewal.End(telemetry.OutcomeOK, nil)
+	renewal.End(telnames.OutcomeOK, nil)
 
 	_, release := hold.StartRelease(ctx)
-	release.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
+	release.End(telnames.OutcomeReleased, nil)
+	hold.End(telnames.OutcomeReleased, nil)
 
 	for _, s := range spans.GetSpans() {
 		fmt.Println(s.Name, s.Status.Code)
@@ -56,8 +56,8 @@ func ExampleHold_EndAcquire_contended() {
 	ctx, hold := in.Domain("table").StartHold(context.Background(), "lock:{table:42}")
 	hold.StartAcquire(ctx)
 	errNotAcquired := errors.New("lockkit: not acquired")
-	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeContended, Attempts: 1, Contended: true, Err: errNotAcquired})
-	hold.End(telemetry.OutcomeContended, errNotAcquired)
+	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeContended, Attempts: 1, Contended: true, Err: errNotAcquired})
+	hold.End(telnames.OutcomeContended, errNotAcquired)
 
 	for _, s := range spans.GetSpans() {
 		fmt.Println(s.Name, s.Status.Code)

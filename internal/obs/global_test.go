@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	"go.opentelemetry.io/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -81,7 +81,7 @@ func TestFollowsGlobalProviders(t *testing.T) {
 		var n int64
 		for _, sm := range rm.ScopeMetrics {
 			for _, m := range sm.Metrics {
-				if m.Name == telemetry.MetricRenewals {
+				if m.Name == telnames.MetricRenewals {
 					for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
 						n += p.Value
 					}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -72,7 +73,7 @@ func (h *Hold) Settle(r AcquireResult) {
 	}
 	h.pending.Store(false)
 	h.EndAcquire(r)
-	if validOutcome(r.Outcome) != telemetry.OutcomeAcquired {
+	if validOutcome(r.Outcome) != telnames.OutcomeAcquired {
 		h.End(r.Outcome, r.Err)
 	}
 }
@@ -119,24 +120,24 @@ func (h *Hold) StartAcquire(ctx context.Context) context.Context {
 }
 
 // Retry adds a lockkit.retry event to the acquire span: attempt (from 1) failed with
-// reason (usually telemetry.OutcomeContended) and the next attempt follows after backoff.
-func (h *Hold) Retry(attempt int, backoff time.Duration, reason telemetry.Outcome) {
+// reason (usually telnames.OutcomeContended) and the next attempt follows after backoff.
+func (h *Hold) Retry(attempt int, backoff time.Duration, reason telnames.Outcome) {
 	if h == nil || !h.acquireSpan.IsRecording() {
 		return
 	}
-	h.acquireSpan.AddEvent(telemetry.EventRetry, trace.WithAttributes(
-		telemetry.AttrRetryAttempt.Int(attempt),
-		telemetry.AttrRetryBackoff.Float64(backoff.Seconds()),
+	h.acquireSpan.AddEvent(telnames.EventRetry, trace.WithAttributes(
+		telnames.AttrRetryAttempt.Int(attempt),
+		telnames.AttrRetryBackoff.Float64(backoff.Seconds()),
 		outcomeAttrs[validOutcome(reason)],
 	))
 }
 
 // AcquireResult describes how an acquisition ended, for Hold.EndAcquire.
 type AcquireResult struct {
-	// Outcome is telemetry.OutcomeAcquired, or why not: telemetry.OutcomeContended (single attempt),
-	// telemetry.OutcomeExhausted, telemetry.OutcomeTimeout, telemetry.OutcomeCanceled, telemetry.OutcomeUnavailable,
-	// telemetry.OutcomeBreakerOpen, telemetry.OutcomeClosed, telemetry.OutcomeError.
-	Outcome telemetry.Outcome
+	// Outcome is telnames.OutcomeAcquired, or why not: telnames.OutcomeContended (single attempt),
+	// telnames.OutcomeExhausted, telnames.OutcomeTimeout, telnames.OutcomeCanceled, telnames.OutcomeUnavailable,
+	// telnames.OutcomeBreakerOpen, telnames.OutcomeClosed, telnames.OutcomeError.
+	Outcome telnames.Outcome
 	// Attempts is the number of attempts made, at least 1 once one was sent.
 	Attempts int
 	// Contended reports whether the first attempt found the lock held: the caller
@@ -150,7 +151,7 @@ type AcquireResult struct {
 }
 
 // EndAcquire ends the acquire span and records the acquisition metrics. With
-// telemetry.OutcomeAcquired the hold begins: hold time is measured from here. On a timeout or
+// telnames.OutcomeAcquired the hold begins: hold time is measured from here. On a timeout or
 // exhausted attempts it adds the matching event to the acquire span.
 func (h *Hold) EndAcquire(r AcquireResult) {
 	if h == nil || h.pending.Load() {
@@ -174,39 +175,39 @@ func (h *Hold) EndAcquire(r AcquireResult) {
 			m.acquireContended.Add(ctx, 1, d.addByOutcome[o]...)
 		}
 	}
-	if o == telemetry.OutcomeAcquired {
+	if o == telnames.OutcomeAcquired {
 		h.acquired = true
 		h.heldSince = now
 	}
 
 	if s := h.acquireSpan; s.IsRecording() {
-		waitKV := telemetry.AttrAcquireWait.Float64(wait.Seconds())
-		attemptsKV := telemetry.AttrAttempts.Int(r.Attempts)
+		waitKV := telnames.AttrAcquireWait.Float64(wait.Seconds())
+		attemptsKV := telnames.AttrAttempts.Int(r.Attempts)
 		kvs := append(h.identity(make([]attribute.KeyValue, 0, 6)), outcomeAttrs[o], attemptsKV, waitKV)
 		if r.Fence != 0 {
-			kvs = append(kvs, telemetry.AttrFence.Int64(r.Fence))
+			kvs = append(kvs, telnames.AttrFence.Int64(r.Fence))
 		}
 		s.SetAttributes(kvs...)
 		switch o {
-		case telemetry.OutcomeTimeout:
-			s.AddEvent(telemetry.EventAcquireTimeout, trace.WithAttributes(attemptsKV, waitKV))
-		case telemetry.OutcomeExhausted:
-			s.AddEvent(telemetry.EventAcquireExhausted, trace.WithAttributes(attemptsKV, waitKV))
+		case telnames.OutcomeTimeout:
+			s.AddEvent(telnames.EventAcquireTimeout, trace.WithAttributes(attemptsKV, waitKV))
+		case telnames.OutcomeExhausted:
+			s.AddEvent(telnames.EventAcquireExhausted, trace.WithAttributes(attemptsKV, waitKV))
 		}
 		h.setStatus(s, o, r.Err)
 	}
 	if h.tracer != nil {
 		h.acquireSpan.End()
 	}
-	if o == telemetry.OutcomeAcquired && r.Fence != 0 && h.span.IsRecording() {
-		h.span.SetAttributes(telemetry.AttrFence.Int64(r.Fence))
+	if o == telnames.OutcomeAcquired && r.Fence != 0 && h.span.IsRecording() {
+		h.span.SetAttributes(telnames.AttrFence.Int64(r.Fence))
 	}
 }
 
 // Lost records that the lease was lost while held: a lockkit.lease.lost event on the
 // hold span and the lockkit.leases.lost counter. Call it once, when the lease's ctx
-// is cancelled with ErrLockLost; end the hold later with telemetry.OutcomeLost.
-func (h *Hold) Lost(cause telemetry.LostCause, err error) {
+// is cancelled with ErrLockLost; end the hold later with telnames.OutcomeLost.
+func (h *Hold) Lost(cause telnames.LostCause, err error) {
 	if h == nil || h.pending.Load() {
 		return
 	}
@@ -216,16 +217,16 @@ func (h *Hold) Lost(cause telemetry.LostCause, err error) {
 	}
 	if h.span.IsRecording() {
 		h.span.SetAttributes(lostCauseAttrs[c])
-		h.span.AddEvent(telemetry.EventLeaseLost, trace.WithAttributes(lostCauseAttrs[c]))
+		h.span.AddEvent(telnames.EventLeaseLost, trace.WithAttributes(lostCauseAttrs[c]))
 	}
 }
 
 // End ends the hold span and, if the lock was acquired, records the hold time.
-// outcome is how the hold ended: telemetry.OutcomeReleased, telemetry.OutcomeExpired, telemetry.OutcomeLost, a
+// outcome is how the hold ended: telnames.OutcomeReleased, telnames.OutcomeExpired, telnames.OutcomeLost, a
 // release failure, or, when the lock was never acquired, the acquire's outcome. err
 // is the error returned to the caller, for the status description (telemetry.KeyRaw only).
 // The caller's own function error does not belong here: lockkit does not judge it.
-func (h *Hold) End(outcome telemetry.Outcome, err error) {
+func (h *Hold) End(outcome telnames.Outcome, err error) {
 	if h == nil || h.pending.Load() {
 		return
 	}
@@ -256,9 +257,9 @@ type Step struct {
 // StartRenew starts a renew span, "lockkit.renew <domain>", as a child of the hold
 // span whatever span ctx carries (the renewal goroutine's ctx has none), and returns
 // a ctx carrying it for the extend's backend call. Its End counts lockkit.renewals:
-// telemetry.OutcomeOK, or telemetry.OutcomeRefused (the key is no longer ours),
-// telemetry.OutcomeUnavailable, telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled,
-// telemetry.OutcomeClosed, telemetry.OutcomeError.
+// telnames.OutcomeOK, or telnames.OutcomeRefused (the key is no longer ours),
+// telnames.OutcomeUnavailable, telnames.OutcomeBreakerOpen, telnames.OutcomeCanceled,
+// telnames.OutcomeClosed, telnames.OutcomeError.
 func (h *Hold) StartRenew(ctx context.Context) (context.Context, Step) {
 	if h == nil {
 		return ctx, Step{}
@@ -272,10 +273,10 @@ func (h *Hold) StartRenew(ctx context.Context) (context.Context, Step) {
 
 // StartRelease starts the release span, "lockkit.release <domain>", as a child of
 // the hold span, and returns a ctx carrying it for the release's backend call. Its
-// End counts lockkit.releases: telemetry.OutcomeReleased, telemetry.OutcomeExpired
-// (ErrNotHeld: the key was no longer ours), or a failure (telemetry.OutcomeUnavailable,
-// telemetry.OutcomeBreakerOpen, telemetry.OutcomeCanceled, telemetry.OutcomeClosed,
-// telemetry.OutcomeError).
+// End counts lockkit.releases: telnames.OutcomeReleased, telnames.OutcomeExpired
+// (ErrNotHeld: the key was no longer ours), or a failure (telnames.OutcomeUnavailable,
+// telnames.OutcomeBreakerOpen, telnames.OutcomeCanceled, telnames.OutcomeClosed,
+// telnames.OutcomeError).
 func (h *Hold) StartRelease(ctx context.Context) (context.Context, Step) {
 	if h == nil || h.pending.Load() {
 		return ctx, Step{}
@@ -296,7 +297,7 @@ func (h *Hold) startStep(ctx context.Context, name string, counter metric.Int64C
 }
 
 // End ends the step's span and counts it by outcome.
-func (st Step) End(outcome telemetry.Outcome, err error) {
+func (st Step) End(outcome telnames.Outcome, err error) {
 	if st.h == nil {
 		return
 	}
@@ -320,7 +321,7 @@ func (h *Hold) startChild(ctx context.Context, name string) (context.Context, tr
 
 // endChild sets a renew or release span's attributes, all in one call, and its status,
 // and ends it.
-func (h *Hold) endChild(s trace.Span, o telemetry.Outcome, err error) {
+func (h *Hold) endChild(s trace.Span, o telnames.Outcome, err error) {
 	if s.IsRecording() {
 		s.SetAttributes(append(h.identity(make([]attribute.KeyValue, 0, 3)), outcomeAttrs[o])...)
 		h.setStatus(s, o, err)
@@ -338,7 +339,7 @@ func (h *Hold) identity(kvs []attribute.KeyValue) []attribute.KeyValue {
 
 // setStatus marks a failure: Error status and error.type. The description is the
 // error's message with telemetry.KeyRaw (it may quote the key), the outcome's name otherwise.
-func (h *Hold) setStatus(s trace.Span, o telemetry.Outcome, err error) {
+func (h *Hold) setStatus(s trace.Span, o telnames.Outcome, err error) {
 	if !o.Failure() {
 		return
 	}
@@ -361,10 +362,10 @@ func (h *Hold) Queued(position int, wake string) {
 		return
 	}
 	if position > 0 {
-		h.acquireSpan.SetAttributes(telemetry.AttrQueuePosition.Int(position))
+		h.acquireSpan.SetAttributes(telnames.AttrQueuePosition.Int(position))
 	}
 	if wake != "" {
-		h.acquireSpan.AddEvent(telemetry.EventWake, trace.WithAttributes(telemetry.AttrWakeCause.String(wake)))
+		h.acquireSpan.AddEvent(telnames.EventWake, trace.WithAttributes(telnames.AttrWakeCause.String(wake)))
 	}
 }
 

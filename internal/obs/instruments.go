@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel"
@@ -126,38 +127,38 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	m := mp.Meter(telemetry.ScopeName, metric.WithInstrumentationVersion(telemetry.Version), metric.WithSchemaURL(semconv.SchemaURL))
 	ms := &meters{provider: mp}
 	var errs []error
-	h, err := m.Float64Histogram(telemetry.MetricAcquireDuration, metric.WithUnit(unitOf(telemetry.MetricAcquireDuration)),
+	h, err := m.Float64Histogram(telnames.MetricAcquireDuration, metric.WithUnit(unitOf(telnames.MetricAcquireDuration)),
 		metric.WithDescription("Time lockkit acquisitions took, attempts and backoffs included."),
 		metric.WithExplicitBucketBoundaries(acquireDurationBuckets...))
 	ms.acquireDuration = instrument[metric.Float64Histogram](h, err, &errs, metricnoop.Float64Histogram{})
 
-	ih, err := m.Int64Histogram(telemetry.MetricAcquireAttempts, metric.WithUnit(unitOf(telemetry.MetricAcquireAttempts)),
+	ih, err := m.Int64Histogram(telnames.MetricAcquireAttempts, metric.WithUnit(unitOf(telnames.MetricAcquireAttempts)),
 		metric.WithDescription("Attempts per lockkit acquisition."),
 		metric.WithExplicitBucketBoundaries(acquireAttemptBuckets...))
 	ms.acquireAttempts = instrument[metric.Int64Histogram](ih, err, &errs, metricnoop.Int64Histogram{})
 
-	c, err := m.Int64Counter(telemetry.MetricAcquireContended, metric.WithUnit(unitOf(telemetry.MetricAcquireContended)),
+	c, err := m.Int64Counter(telnames.MetricAcquireContended, metric.WithUnit(unitOf(telnames.MetricAcquireContended)),
 		metric.WithDescription("Lockkit acquisitions whose first attempt found the lock held."))
 	ms.acquireContended = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	h, err = m.Float64Histogram(telemetry.MetricHoldDuration, metric.WithUnit(unitOf(telemetry.MetricHoldDuration)),
+	h, err = m.Float64Histogram(telnames.MetricHoldDuration, metric.WithUnit(unitOf(telnames.MetricHoldDuration)),
 		metric.WithDescription("Time lockkit leases were held, from acquisition to the end of the hold."),
 		metric.WithExplicitBucketBoundaries(holdDurationBuckets...))
 	ms.holdDuration = instrument[metric.Float64Histogram](h, err, &errs, metricnoop.Float64Histogram{})
 
-	c, err = m.Int64Counter(telemetry.MetricRenewals, metric.WithUnit(unitOf(telemetry.MetricRenewals)),
+	c, err = m.Int64Counter(telnames.MetricRenewals, metric.WithUnit(unitOf(telnames.MetricRenewals)),
 		metric.WithDescription("Lockkit lease extends, by outcome."))
 	ms.renewals = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	c, err = m.Int64Counter(telemetry.MetricLeasesLost, metric.WithUnit(unitOf(telemetry.MetricLeasesLost)),
+	c, err = m.Int64Counter(telnames.MetricLeasesLost, metric.WithUnit(unitOf(telnames.MetricLeasesLost)),
 		metric.WithDescription("Lockkit leases lost while held, by cause."))
 	ms.leasesLost = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	c, err = m.Int64Counter(telemetry.MetricReleases, metric.WithUnit(unitOf(telemetry.MetricReleases)),
+	c, err = m.Int64Counter(telnames.MetricReleases, metric.WithUnit(unitOf(telnames.MetricReleases)),
 		metric.WithDescription("Lockkit releases, by outcome."))
 	ms.releases = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
-	g, err := m.Int64Gauge(telemetry.MetricBreakerState, metric.WithUnit(unitOf(telemetry.MetricBreakerState)),
+	g, err := m.Int64Gauge(telnames.MetricBreakerState, metric.WithUnit(unitOf(telnames.MetricBreakerState)),
 		metric.WithDescription("Lockkit circuit breaker state per backend node: 1 for the state (closed, half_open, open) the breaker is in, 0 for the others."))
 	ms.breakerState = instrument[metric.Int64Gauge](g, err, &errs, metricnoop.Int64Gauge{})
 
@@ -185,7 +186,7 @@ func BreakerChanged(ctx context.Context, node, from, to string) {
 	if !s.IsRecording() {
 		return
 	}
-	s.AddEvent(telemetry.EventBreakerChange, trace.WithAttributes(telemetry.AttrBreakerNode.String(node), telemetry.AttrBreakerFrom.String(from), telemetry.AttrBreakerTo.String(to)))
+	s.AddEvent(telnames.EventBreakerChange, trace.WithAttributes(telnames.AttrBreakerNode.String(node), telnames.AttrBreakerFrom.String(from), telnames.AttrBreakerTo.String(to)))
 }
 
 // RedlockNode adds a lockkit.redlock.node event to the span in ctx (a
@@ -196,11 +197,11 @@ func RedlockNode(ctx context.Context, node, result string, latency time.Duration
 	if !s.IsRecording() {
 		return
 	}
-	attrs := []attribute.KeyValue{telemetry.AttrBreakerNode.String(node), telemetry.AttrNodeResult.String(result), telemetry.AttrNodeLatency.Float64(latency.Seconds())}
+	attrs := []attribute.KeyValue{telnames.AttrBreakerNode.String(node), telnames.AttrNodeResult.String(result), telnames.AttrNodeLatency.Float64(latency.Seconds())}
 	if err != nil {
-		attrs = append(attrs, telemetry.AttrErrorType.String(result))
+		attrs = append(attrs, telnames.AttrErrorType.String(result))
 	}
-	s.AddEvent(telemetry.EventRedlockNode, trace.WithAttributes(attrs...))
+	s.AddEvent(telnames.EventRedlockNode, trace.WithAttributes(attrs...))
 }
 
 // tracer returns the tracer a new hold uses, or nil when tracing is off. Starting a
@@ -271,11 +272,11 @@ func (in *Instruments) Domain(name string) *Domain {
 	d := &Domain{
 		in:          in,
 		name:        name,
-		holdName:    telemetry.SpanHold + " " + name,
-		acquireName: telemetry.SpanAcquire + " " + name,
-		renewName:   telemetry.SpanRenew + " " + name,
-		releaseName: telemetry.SpanRelease + " " + name,
-		domainAttr:  telemetry.AttrDomain.String(name),
+		holdName:    telnames.SpanHold + " " + name,
+		acquireName: telnames.SpanAcquire + " " + name,
+		renewName:   telnames.SpanRenew + " " + name,
+		releaseName: telnames.SpanRelease + " " + name,
+		domainAttr:  telnames.AttrDomain.String(name),
 	}
 	for o := range numOutcomes {
 		opt := metric.WithAttributeSet(attribute.NewSet(d.domainAttr, outcomeAttrs[o]))
@@ -289,23 +290,23 @@ func (in *Instruments) Domain(name string) *Domain {
 	return d
 }
 
-// BreakerState records the circuit breaker state of one backend node: telemetry.BreakerClosed,
-// telemetry.BreakerHalfOpen or telemetry.BreakerOpen (breaker.State's numbers). The gauge
+// BreakerState records the circuit breaker state of one backend node: telnames.BreakerClosed,
+// telnames.BreakerHalfOpen or telnames.BreakerOpen (breaker.State's numbers). The gauge
 // (lockkit.breaker.status) gets one point per state, lockkit.breaker.state naming it: 1 for state, 0 for the others.
-// Call it from the breaker's OnStateChange, and once with telemetry.BreakerClosed when a
+// Call it from the breaker's OnStateChange, and once with telnames.BreakerClosed when a
 // breaker is created.
 func (in *Instruments) BreakerState(ctx context.Context, node string, state int) {
 	if in == nil {
 		return
 	}
 	if m := in.meters(); m != nil && m.breakerState.Enabled(ctx) {
-		nodeKV := telemetry.AttrBreakerNode.String(node)
+		nodeKV := telnames.AttrBreakerNode.String(node)
 		for s := breaker.StateClosed; s <= breaker.StateOpen; s++ {
 			var v int64
 			if int(s) == state {
 				v = 1
 			}
-			m.breakerState.Record(ctx, v, metric.WithAttributes(nodeKV, telemetry.AttrBreakerState.String(s.String())))
+			m.breakerState.Record(ctx, v, metric.WithAttributes(nodeKV, telnames.AttrBreakerState.String(s.String())))
 		}
 	}
 }
@@ -314,9 +315,9 @@ func (in *Instruments) BreakerState(ctx context.Context, node string, state int)
 func (in *Instruments) keyAttr(key string) (attribute.KeyValue, bool) {
 	switch in.keyMode {
 	case telemetry.KeyRaw:
-		return telemetry.AttrKey.String(key), true
+		return telnames.AttrKey.String(key), true
 	case telemetry.KeyHashed:
-		return telemetry.AttrKey.String(telemetry.HashKey(key, in.keySecret)), true
+		return telnames.AttrKey.String(telemetry.HashKey(key, in.keySecret)), true
 	}
 	return attribute.KeyValue{}, false
 }

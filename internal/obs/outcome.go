@@ -3,28 +3,28 @@ package obs
 import (
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 )
 
 // The number of outcomes and lost causes: telemetry's last constant of each
 // plus one. TestOutcomeRange fails if telemetry gains a constant after them.
 const (
-	numOutcomes   = int(telemetry.OutcomeLost) + 1
-	numLostCauses = int(telemetry.LostClosed) + 1
+	numOutcomes   = int(telnames.OutcomeLost) + 1
+	numLostCauses = int(telnames.LostClosed) + 1
 )
 
 // validOutcome is o, or OutcomeError when o is out of range: the same rule as
 // Outcome.String.
-func validOutcome(o telemetry.Outcome) telemetry.Outcome {
+func validOutcome(o telnames.Outcome) telnames.Outcome {
 	if int(o) >= numOutcomes {
-		return telemetry.OutcomeError
+		return telnames.OutcomeError
 	}
 	return o
 }
 
-func validCause(c telemetry.LostCause) telemetry.LostCause {
+func validCause(c telnames.LostCause) telnames.LostCause {
 	if int(c) >= numLostCauses {
-		return telemetry.LostRefused
+		return telnames.LostRefused
 	}
 	return c
 }
@@ -38,10 +38,10 @@ var (
 
 func init() {
 	for o := range numOutcomes {
-		outcomeAttrs[o] = telemetry.AttrOutcome.String(telemetry.Outcome(o).String())
-		errorTypeAttrs[o] = telemetry.AttrErrorType.String(telemetry.Outcome(o).ErrorType())
+		outcomeAttrs[o] = telnames.AttrOutcome.String(telnames.Outcome(o).String())
+		errorTypeAttrs[o] = telnames.AttrErrorType.String(telnames.Outcome(o).ErrorType())
 	}
 	for c := range numLostCauses {
-		lostCauseAttrs[c] = telemetry.AttrLostCause.String(telemetry.LostCause(c).String())
+		lostCauseAttrs[c] = telnames.AttrLostCause.String(telnames.LostCause(c).String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/telemetry"
 
 	"go.opentelemetry.io/otel/codes"
@@ -36,10 +37,10 @@ func TestDoLifecycle(t *testing.T) {
 	if !trace.SpanFromContext(actx).IsRecording() {
 		t.Fatal("acquire ctx carries no recording span")
 	}
-	hold.Retry(1, 10*time.Millisecond, telemetry.OutcomeContended)
-	hold.Retry(2, 25*time.Millisecond, telemetry.OutcomeContended)
+	hold.Retry(1, 10*time.Millisecond, telnames.OutcomeContended)
+	hold.Retry(2, 25*time.Millisecond, telnames.OutcomeContended)
 	time.Sleep(2 * time.Millisecond)
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 3, Contended: true, Fence: 7})
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 3, Contended: true, Fence: 7})
 
 	_, app := r.tp.Tracer("app").Start(ctx, "book")
 	app.End()
@@ -50,11 +51,11 @@ func TestDoLifecycle(t *testing.T) {
 	if !trace.SpanFromContext(rctx).IsRecording() {
 		t.Fatal("renew ctx carries no recording span")
 	}
-	renewal.End(telemetry.OutcomeOK, nil)
+	renewal.End(telnames.OutcomeOK, nil)
 
 	_, release := hold.StartRelease(ctx)
-	release.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
+	release.End(telnames.OutcomeReleased, nil)
+	hold.End(telnames.OutcomeReleased, nil)
 	parent.End()
 
 	holdSpan := r.span(t, "lockkit.hold table")
@@ -89,27 +90,27 @@ func TestDoLifecycle(t *testing.T) {
 	}
 
 	wantAttrs(t, "hold", holdSpan.Attributes,
-		telemetry.AttrDomain.String("table"), telemetry.AttrKey.String(testKey), telemetry.AttrFence.Int64(7), telemetry.AttrOutcome.String("released"))
-	waitKV, ok := attrMap(acq.Attributes)[telemetry.AttrAcquireWait]
+		telnames.AttrDomain.String("table"), telnames.AttrKey.String(testKey), telnames.AttrFence.Int64(7), telnames.AttrOutcome.String("released"))
+	waitKV, ok := attrMap(acq.Attributes)[telnames.AttrAcquireWait]
 	if !ok || waitKV.AsFloat64() <= 0 || waitKV.AsFloat64() > acq.EndTime.Sub(acq.StartTime).Seconds() {
 		t.Errorf("acquire wait = %v, want within the span's duration %v", waitKV.Emit(), acq.EndTime.Sub(acq.StartTime))
 	}
 	wantAttrs(t, "acquire", acq.Attributes,
-		telemetry.AttrDomain.String("table"), telemetry.AttrKey.String(testKey), telemetry.AttrOutcome.String("acquired"),
-		telemetry.AttrAttempts.Int(3), telemetry.AttrFence.Int64(7), telemetry.AttrAcquireWait.Float64(waitKV.AsFloat64()))
-	wantAttrs(t, "renew", ren.Attributes, telemetry.AttrDomain.String("table"), telemetry.AttrKey.String(testKey), telemetry.AttrOutcome.String("ok"))
-	wantAttrs(t, "release", rel.Attributes, telemetry.AttrDomain.String("table"), telemetry.AttrKey.String(testKey), telemetry.AttrOutcome.String("released"))
+		telnames.AttrDomain.String("table"), telnames.AttrKey.String(testKey), telnames.AttrOutcome.String("acquired"),
+		telnames.AttrAttempts.Int(3), telnames.AttrFence.Int64(7), telnames.AttrAcquireWait.Float64(waitKV.AsFloat64()))
+	wantAttrs(t, "renew", ren.Attributes, telnames.AttrDomain.String("table"), telnames.AttrKey.String(testKey), telnames.AttrOutcome.String("ok"))
+	wantAttrs(t, "release", rel.Attributes, telnames.AttrDomain.String("table"), telnames.AttrKey.String(testKey), telnames.AttrOutcome.String("released"))
 
 	if len(acq.Events) != 2 {
 		t.Fatalf("acquire events = %v, want 2 retries", acq.Events)
 	}
 	for i, backoff := range []float64{0.010, 0.025} {
 		ev := acq.Events[i]
-		if ev.Name != telemetry.EventRetry {
+		if ev.Name != telnames.EventRetry {
 			t.Errorf("event %d = %q", i, ev.Name)
 		}
 		wantAttrs(t, "retry event", ev.Attributes,
-			telemetry.AttrRetryAttempt.Int(i+1), telemetry.AttrRetryBackoff.Float64(backoff), telemetry.AttrOutcome.String("contended"))
+			telnames.AttrRetryAttempt.Int(i+1), telnames.AttrRetryBackoff.Float64(backoff), telnames.AttrOutcome.String("contended"))
 	}
 	if len(holdSpan.Events) != 0 || len(ren.Events) != 0 || len(rel.Events) != 0 {
 		t.Errorf("unexpected events: hold %v renew %v release %v", holdSpan.Events, ren.Events, rel.Events)
@@ -117,32 +118,32 @@ func TestDoLifecycle(t *testing.T) {
 
 	ms := r.metrics(t)
 	tableAcquired := "lockkit.domain=table,lockkit.outcome=acquired"
-	ad := points(t, ms[telemetry.MetricAcquireDuration])
+	ad := points(t, ms[telnames.MetricAcquireDuration])
 	if p := ad[tableAcquired]; p.count != 1 || p.sum != waitKV.AsFloat64() {
-		t.Errorf("%s = %+v, want 1 point of %v s", telemetry.MetricAcquireDuration, ad, waitKV.AsFloat64())
+		t.Errorf("%s = %+v, want 1 point of %v s", telnames.MetricAcquireDuration, ad, waitKV.AsFloat64())
 	}
-	if p := points(t, ms[telemetry.MetricAcquireAttempts])[tableAcquired]; p.count != 1 || p.sum != 3 {
-		t.Errorf("%s = %+v", telemetry.MetricAcquireAttempts, p)
+	if p := points(t, ms[telnames.MetricAcquireAttempts])[tableAcquired]; p.count != 1 || p.sum != 3 {
+		t.Errorf("%s = %+v", telnames.MetricAcquireAttempts, p)
 	}
-	if p := points(t, ms[telemetry.MetricAcquireContended]); len(p) != 1 || p[tableAcquired].sum != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricAcquireContended, p)
+	if p := points(t, ms[telnames.MetricAcquireContended]); len(p) != 1 || p[tableAcquired].sum != 1 {
+		t.Errorf("%s = %+v", telnames.MetricAcquireContended, p)
 	}
-	hd := points(t, ms[telemetry.MetricHoldDuration])
+	hd := points(t, ms[telnames.MetricHoldDuration])
 	if p := hd["lockkit.domain=table,lockkit.outcome=released"]; p.count != 1 || p.sum <= 0 || p.sum > holdSpan.EndTime.Sub(holdSpan.StartTime).Seconds() {
-		t.Errorf("%s = %+v", telemetry.MetricHoldDuration, hd)
+		t.Errorf("%s = %+v", telnames.MetricHoldDuration, hd)
 	}
-	if p := points(t, ms[telemetry.MetricRenewals]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=ok"].sum != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricRenewals, p)
+	if p := points(t, ms[telnames.MetricRenewals]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=ok"].sum != 1 {
+		t.Errorf("%s = %+v", telnames.MetricRenewals, p)
 	}
-	if p := points(t, ms[telemetry.MetricReleases]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=released"].sum != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricReleases, p)
+	if p := points(t, ms[telnames.MetricReleases]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=released"].sum != 1 {
+		t.Errorf("%s = %+v", telnames.MetricReleases, p)
 	}
-	if _, ok := ms[telemetry.MetricLeasesLost]; ok {
-		t.Errorf("%s recorded without a lost lease", telemetry.MetricLeasesLost)
+	if _, ok := ms[telnames.MetricLeasesLost]; ok {
+		t.Errorf("%s recorded without a lost lease", telnames.MetricLeasesLost)
 	}
 	for name, unit := range map[string]string{
-		telemetry.MetricAcquireDuration: "s", telemetry.MetricAcquireAttempts: "{attempt}", telemetry.MetricAcquireContended: "{acquire}",
-		telemetry.MetricHoldDuration: "s", telemetry.MetricRenewals: "{renewal}", telemetry.MetricReleases: "{release}",
+		telnames.MetricAcquireDuration: "s", telnames.MetricAcquireAttempts: "{attempt}", telnames.MetricAcquireContended: "{acquire}",
+		telnames.MetricHoldDuration: "s", telnames.MetricRenewals: "{renewal}", telnames.MetricReleases: "{release}",
 	} {
 		if ms[name].Unit != unit {
 			t.Errorf("%s unit = %q, want %q", name, ms[name].Unit, unit)
@@ -158,36 +159,36 @@ func TestTryDoContended(t *testing.T) {
 	ctx, hold := dom.StartHold(context.Background(), "lock:{user:1:digest}")
 	hold.StartAcquire(ctx)
 	errNotAcquired := errors.New("lockkit: not acquired")
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeContended, Attempts: 1, Contended: true, Err: errNotAcquired})
-	hold.End(telemetry.OutcomeContended, errNotAcquired)
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeContended, Attempts: 1, Contended: true, Err: errNotAcquired})
+	hold.End(telnames.OutcomeContended, errNotAcquired)
 
 	for _, name := range []string{"lockkit.hold user_digest", "lockkit.acquire user_digest"} {
 		s := r.span(t, name)
 		if s.Status.Code != codes.Unset {
 			t.Errorf("%s: status %v, want unset", name, s.Status)
 		}
-		if hasAttr(s.Attributes, telemetry.AttrErrorType) {
+		if hasAttr(s.Attributes, telnames.AttrErrorType) {
 			t.Errorf("%s: error.type set on contention", name)
 		}
-		if v := attrMap(s.Attributes)[telemetry.AttrOutcome].AsString(); v != "contended" {
+		if v := attrMap(s.Attributes)[telnames.AttrOutcome].AsString(); v != "contended" {
 			t.Errorf("%s: outcome %q", name, v)
 		}
 		if len(s.Events) != 0 {
 			t.Errorf("%s: events %v", name, s.Events)
 		}
 	}
-	if hasAttr(r.span(t, "lockkit.acquire user_digest").Attributes, telemetry.AttrFence) {
+	if hasAttr(r.span(t, "lockkit.acquire user_digest").Attributes, telnames.AttrFence) {
 		t.Error("fence attribute set without a fence")
 	}
 	ms := r.metrics(t)
 	want := "lockkit.domain=user_digest,lockkit.outcome=contended"
-	if p := points(t, ms[telemetry.MetricAcquireContended]); p[want].sum != 1 {
+	if p := points(t, ms[telnames.MetricAcquireContended]); p[want].sum != 1 {
 		t.Errorf("contended = %+v", p)
 	}
-	if p := points(t, ms[telemetry.MetricAcquireDuration]); p[want].count != 1 {
+	if p := points(t, ms[telnames.MetricAcquireDuration]); p[want].count != 1 {
 		t.Errorf("acquire duration = %+v", p)
 	}
-	if _, ok := ms[telemetry.MetricHoldDuration]; ok {
+	if _, ok := ms[telnames.MetricHoldDuration]; ok {
 		t.Error("hold duration recorded for a lock never acquired")
 	}
 }
@@ -195,24 +196,24 @@ func TestTryDoContended(t *testing.T) {
 // TestAcquireFailures: each way an acquisition can end without the lock.
 func TestAcquireFailures(t *testing.T) {
 	for _, tc := range []struct {
-		outcome   telemetry.Outcome
+		outcome   telnames.Outcome
 		event     string // "" = none
 		failure   bool
 		errorType string
 	}{
-		{telemetry.OutcomeTimeout, telemetry.EventAcquireTimeout, true, "timeout"},
-		{telemetry.OutcomeExhausted, telemetry.EventAcquireExhausted, true, "exhausted"},
-		{telemetry.OutcomeUnavailable, "", true, "unavailable"},
-		{telemetry.OutcomeBreakerOpen, "", true, "breaker_open"},
-		{telemetry.OutcomeClosed, "", true, "closed"},
-		{telemetry.OutcomeError, "", true, "_OTHER"},
-		{telemetry.OutcomeCanceled, "", false, ""},
+		{telnames.OutcomeTimeout, telnames.EventAcquireTimeout, true, "timeout"},
+		{telnames.OutcomeExhausted, telnames.EventAcquireExhausted, true, "exhausted"},
+		{telnames.OutcomeUnavailable, "", true, "unavailable"},
+		{telnames.OutcomeBreakerOpen, "", true, "breaker_open"},
+		{telnames.OutcomeClosed, "", true, "closed"},
+		{telnames.OutcomeError, "", true, "_OTHER"},
+		{telnames.OutcomeCanceled, "", false, ""},
 	} {
 		t.Run(tc.outcome.String(), func(t *testing.T) {
 			r := newRig(t, Options{})
 			ctx, hold := r.in.Domain("table").StartHold(context.Background(), testKey)
 			hold.StartAcquire(ctx)
-			hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
+			hold.Retry(1, time.Millisecond, telnames.OutcomeContended)
 			err := errors.New("lockkit: " + tc.outcome.String() + " acquiring " + testKey)
 			hold.EndAcquire(AcquireResult{Outcome: tc.outcome, Attempts: 4, Contended: true, Err: err})
 			hold.End(tc.outcome, err)
@@ -223,12 +224,12 @@ func TestAcquireFailures(t *testing.T) {
 			for _, e := range acq.Events {
 				names = append(names, e.Name)
 			}
-			want := []string{telemetry.EventRetry}
+			want := []string{telnames.EventRetry}
 			if tc.event != "" {
 				want = append(want, tc.event)
 				ev := acq.Events[len(acq.Events)-1]
-				wantAttrs(t, "event", ev.Attributes, telemetry.AttrAttempts.Int(4),
-					telemetry.AttrAcquireWait.Float64(attrMap(acq.Attributes)[telemetry.AttrAcquireWait].AsFloat64()))
+				wantAttrs(t, "event", ev.Attributes, telnames.AttrAttempts.Int(4),
+					telnames.AttrAcquireWait.Float64(attrMap(acq.Attributes)[telnames.AttrAcquireWait].AsFloat64()))
 			}
 			if strings.Join(names, ",") != strings.Join(want, ",") {
 				t.Errorf("events = %v, want %v", names, want)
@@ -237,7 +238,7 @@ func TestAcquireFailures(t *testing.T) {
 				name string
 				span tracetest.SpanStub
 			}{{"acquire", acq}, {"hold", holdSpan}} {
-				gotType := attrMap(s.span.Attributes)[telemetry.AttrErrorType].AsString()
+				gotType := attrMap(s.span.Attributes)[telnames.AttrErrorType].AsString()
 				if tc.failure {
 					if s.span.Status.Code != codes.Error || s.span.Status.Description != err.Error() {
 						t.Errorf("%s: status %+v, want Error %q", s.name, s.span.Status, err)
@@ -245,19 +246,19 @@ func TestAcquireFailures(t *testing.T) {
 					if gotType != tc.errorType {
 						t.Errorf("%s: error.type %q, want %q", s.name, gotType, tc.errorType)
 					}
-				} else if s.span.Status.Code != codes.Unset || hasAttr(s.span.Attributes, telemetry.AttrErrorType) {
+				} else if s.span.Status.Code != codes.Unset || hasAttr(s.span.Attributes, telnames.AttrErrorType) {
 					t.Errorf("%s: status %+v error.type %q, want neither", s.name, s.span.Status, gotType)
 				}
-				if v := attrMap(s.span.Attributes)[telemetry.AttrOutcome].AsString(); v != tc.outcome.String() {
+				if v := attrMap(s.span.Attributes)[telnames.AttrOutcome].AsString(); v != tc.outcome.String() {
 					t.Errorf("%s: outcome %q", s.name, v)
 				}
 			}
 			ms := r.metrics(t)
 			key := "lockkit.domain=table,lockkit.outcome=" + tc.outcome.String()
-			if p := points(t, ms[telemetry.MetricAcquireAttempts])[key]; p.count != 1 || p.sum != 4 {
+			if p := points(t, ms[telnames.MetricAcquireAttempts])[key]; p.count != 1 || p.sum != 4 {
 				t.Errorf("attempts = %+v", p)
 			}
-			if _, ok := ms[telemetry.MetricHoldDuration]; ok {
+			if _, ok := ms[telnames.MetricHoldDuration]; ok {
 				t.Error("hold duration recorded for a lock never acquired")
 			}
 		})
@@ -270,35 +271,35 @@ func TestLostLease(t *testing.T) {
 	r := newRig(t, Options{})
 	ctx, hold := r.in.Domain("table").StartHold(context.Background(), testKey)
 	hold.StartAcquire(ctx)
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 1})
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 1})
 
 	_, ok := hold.StartRenew(context.Background())
-	ok.End(telemetry.OutcomeOK, nil)
+	ok.End(telnames.OutcomeOK, nil)
 	_, refused := hold.StartRenew(context.Background())
 	errRefused := errors.New("lockkit: extend refused")
-	refused.End(telemetry.OutcomeRefused, errRefused)
-	hold.Lost(telemetry.LostRefused, errRefused)
+	refused.End(telnames.OutcomeRefused, errRefused)
+	hold.Lost(telnames.LostRefused, errRefused)
 
 	_, rel := hold.StartRelease(ctx)
 	errNotHeld := errors.New("lockkit: not held")
-	rel.End(telemetry.OutcomeExpired, errNotHeld)
+	rel.End(telnames.OutcomeExpired, errNotHeld)
 	errLost := errors.New("lockkit: lock lost")
-	hold.End(telemetry.OutcomeLost, errLost)
+	hold.End(telnames.OutcomeLost, errLost)
 
 	holdSpan := r.span(t, "lockkit.hold table")
-	if len(holdSpan.Events) != 1 || holdSpan.Events[0].Name != telemetry.EventLeaseLost {
+	if len(holdSpan.Events) != 1 || holdSpan.Events[0].Name != telnames.EventLeaseLost {
 		t.Fatalf("hold events = %v", holdSpan.Events)
 	}
-	wantAttrs(t, "lost event", holdSpan.Events[0].Attributes, telemetry.AttrLostCause.String("refused"))
-	wantAttrs(t, "hold", holdSpan.Attributes, telemetry.AttrDomain.String("table"), telemetry.AttrKey.String(testKey),
-		telemetry.AttrLostCause.String("refused"), telemetry.AttrOutcome.String("lost"), telemetry.AttrErrorType.String("lost"))
+	wantAttrs(t, "lost event", holdSpan.Events[0].Attributes, telnames.AttrLostCause.String("refused"))
+	wantAttrs(t, "hold", holdSpan.Attributes, telnames.AttrDomain.String("table"), telnames.AttrKey.String(testKey),
+		telnames.AttrLostCause.String("refused"), telnames.AttrOutcome.String("lost"), telnames.AttrErrorType.String("lost"))
 	if holdSpan.Status.Code != codes.Error || holdSpan.Status.Description != errLost.Error() {
 		t.Errorf("hold status %+v", holdSpan.Status)
 	}
 	var renewOutcomes []string
 	for _, s := range r.spans.GetSpans() {
 		if s.Name == "lockkit.renew table" {
-			renewOutcomes = append(renewOutcomes, attrMap(s.Attributes)[telemetry.AttrOutcome].AsString()+"/"+s.Status.Code.String())
+			renewOutcomes = append(renewOutcomes, attrMap(s.Attributes)[telnames.AttrOutcome].AsString()+"/"+s.Status.Code.String())
 			if !isChildOf(s, holdSpan) {
 				t.Error("renew span is not a child of the hold span")
 			}
@@ -308,23 +309,23 @@ func TestLostLease(t *testing.T) {
 		t.Errorf("renew spans = %v", renewOutcomes)
 	}
 	relSpan := r.span(t, "lockkit.release table")
-	if relSpan.Status.Code != codes.Error || attrMap(relSpan.Attributes)[telemetry.AttrErrorType].AsString() != "expired" {
+	if relSpan.Status.Code != codes.Error || attrMap(relSpan.Attributes)[telnames.AttrErrorType].AsString() != "expired" {
 		t.Errorf("release span %v %v", relSpan.Status, relSpan.Attributes)
 	}
 
 	ms := r.metrics(t)
-	if p := points(t, ms[telemetry.MetricLeasesLost]); len(p) != 1 || p["lockkit.domain=table,lockkit.lost.cause=refused"].sum != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricLeasesLost, p)
+	if p := points(t, ms[telnames.MetricLeasesLost]); len(p) != 1 || p["lockkit.domain=table,lockkit.lost.cause=refused"].sum != 1 {
+		t.Errorf("%s = %+v", telnames.MetricLeasesLost, p)
 	}
-	if p := points(t, ms[telemetry.MetricRenewals]); len(p) != 2 || p["lockkit.domain=table,lockkit.outcome=ok"].sum != 1 ||
+	if p := points(t, ms[telnames.MetricRenewals]); len(p) != 2 || p["lockkit.domain=table,lockkit.outcome=ok"].sum != 1 ||
 		p["lockkit.domain=table,lockkit.outcome=refused"].sum != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricRenewals, p)
+		t.Errorf("%s = %+v", telnames.MetricRenewals, p)
 	}
-	if p := points(t, ms[telemetry.MetricReleases]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=expired"].sum != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricReleases, p)
+	if p := points(t, ms[telnames.MetricReleases]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=expired"].sum != 1 {
+		t.Errorf("%s = %+v", telnames.MetricReleases, p)
 	}
-	if p := points(t, ms[telemetry.MetricHoldDuration]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=lost"].count != 1 {
-		t.Errorf("%s = %+v", telemetry.MetricHoldDuration, p)
+	if p := points(t, ms[telnames.MetricHoldDuration]); len(p) != 1 || p["lockkit.domain=table,lockkit.outcome=lost"].count != 1 {
+		t.Errorf("%s = %+v", telnames.MetricHoldDuration, p)
 	}
 }
 
@@ -345,10 +346,10 @@ func TestKeyModes(t *testing.T) {
 			ctx, hold := r.in.Domain("table").StartHold(context.Background(), testKey)
 			hold.StartAcquire(ctx)
 			err := errors.New("redis: connection refused for " + testKey)
-			hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeUnavailable, Attempts: 1, Err: err})
-			hold.End(telemetry.OutcomeUnavailable, err)
+			hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeUnavailable, Attempts: 1, Err: err})
+			hold.End(telnames.OutcomeUnavailable, err)
 			for _, s := range r.spans.GetSpans() {
-				got, has := attrMap(s.Attributes)[telemetry.AttrKey]
+				got, has := attrMap(s.Attributes)[telnames.AttrKey]
 				switch {
 				case tc.wantKey == "" && has:
 					t.Errorf("%s: key recorded: %v", s.Name, got.Emit())
@@ -383,27 +384,27 @@ func TestUnsampled(t *testing.T) {
 	r := newRig(t, Options{KeyMode: telemetry.KeyHashed}, sdktrace.WithSampler(sdktrace.NeverSample()))
 	ctx, hold := r.in.Domain("table").StartHold(context.Background(), testKey)
 	hold.StartAcquire(ctx)
-	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true})
+	hold.Retry(1, time.Millisecond, telnames.OutcomeContended)
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true})
 	if hold.hasKey {
 		t.Error("key hashed for an unsampled hold")
 	}
 	_, rn := hold.StartRenew(context.Background())
-	rn.End(telemetry.OutcomeOK, nil)
-	hold.Lost(telemetry.LostDeadline, nil)
+	rn.End(telnames.OutcomeOK, nil)
+	hold.Lost(telnames.LostDeadline, nil)
 	_, rel := hold.StartRelease(ctx)
-	rel.End(telemetry.OutcomeExpired, nil)
-	hold.End(telemetry.OutcomeLost, nil)
+	rel.End(telnames.OutcomeExpired, nil)
+	hold.End(telnames.OutcomeLost, nil)
 	if n := len(r.spans.GetSpans()); n != 0 {
 		t.Errorf("%d spans exported with NeverSample", n)
 	}
 	ms := r.metrics(t)
-	for _, name := range []string{telemetry.MetricAcquireDuration, telemetry.MetricAcquireAttempts, telemetry.MetricAcquireContended, telemetry.MetricHoldDuration, telemetry.MetricRenewals, telemetry.MetricLeasesLost, telemetry.MetricReleases} {
+	for _, name := range []string{telnames.MetricAcquireDuration, telnames.MetricAcquireAttempts, telnames.MetricAcquireContended, telnames.MetricHoldDuration, telnames.MetricRenewals, telnames.MetricLeasesLost, telnames.MetricReleases} {
 		if _, ok := ms[name]; !ok {
 			t.Errorf("%s not recorded", name)
 		}
 	}
-	if p := points(t, ms[telemetry.MetricLeasesLost]); p["lockkit.domain=table,lockkit.lost.cause=deadline"].sum != 1 {
+	if p := points(t, ms[telnames.MetricLeasesLost]); p["lockkit.domain=table,lockkit.lost.cause=deadline"].sum != 1 {
 		t.Errorf("lost = %+v", p)
 	}
 }
@@ -422,10 +423,10 @@ func TestMetricsOnly(t *testing.T) {
 	if hold.StartAcquire(ctx) != ctx {
 		t.Error("StartAcquire changed ctx without tracing")
 	}
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 1})
-	hold.End(telemetry.OutcomeReleased, nil)
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 1})
+	hold.End(telnames.OutcomeReleased, nil)
 	ms := r.metrics(t)
-	if p := points(t, ms[telemetry.MetricHoldDuration]); p["lockkit.domain=table,lockkit.outcome=released"].count != 1 {
+	if p := points(t, ms[telnames.MetricHoldDuration]); p["lockkit.domain=table,lockkit.outcome=released"].count != 1 {
 		t.Errorf("hold duration = %+v", p)
 	}
 }
@@ -439,8 +440,8 @@ func TestTracingOnly(t *testing.T) {
 	}
 	ctx, hold := in.Domain("table").StartHold(context.Background(), testKey)
 	hold.StartAcquire(ctx)
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 1})
-	hold.End(telemetry.OutcomeReleased, nil)
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 1})
+	hold.End(telnames.OutcomeReleased, nil)
 	if n := len(r.spans.GetSpans()); n != 2 {
 		t.Errorf("%d spans, want 2", n)
 	}
@@ -479,13 +480,13 @@ func TestOff(t *testing.T) {
 func lifecycle(ctx context.Context, dom *Domain) {
 	ctx, hold := dom.StartHold(ctx, testKey)
 	hold.StartAcquire(ctx)
-	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
+	hold.Retry(1, time.Millisecond, telnames.OutcomeContended)
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
 	_, rn := hold.StartRenew(ctx)
-	rn.End(telemetry.OutcomeOK, nil)
+	rn.End(telnames.OutcomeOK, nil)
 	_, rel := hold.StartRelease(ctx)
-	rel.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
+	rel.End(telnames.OutcomeReleased, nil)
+	hold.End(telnames.OutcomeReleased, nil)
 }
 
 // TestNil: the nil and zero values the runtime may hold are all safe.
@@ -498,20 +499,20 @@ func TestNil(t *testing.T) {
 	if dom.Name() != "" {
 		t.Error("nil Domain has a name")
 	}
-	in.BreakerState(context.Background(), "n", telemetry.BreakerOpen)
+	in.BreakerState(context.Background(), "n", telnames.BreakerOpen)
 	lifecycle(context.Background(), dom)
 	var h *Hold
-	h.Lost(telemetry.LostDeadline, nil)
-	Step{}.End(telemetry.OutcomeOK, nil)
+	h.Lost(telnames.LostDeadline, nil)
+	Step{}.End(telnames.OutcomeOK, nil)
 }
 
 func TestBreakerState(t *testing.T) {
 	r := newRig(t, Options{})
 	ctx := context.Background()
-	r.in.BreakerState(ctx, "127.0.0.1:6379", telemetry.BreakerClosed)
-	r.in.BreakerState(ctx, "127.0.0.1:6380", telemetry.BreakerClosed)
-	r.in.BreakerState(ctx, "127.0.0.1:6379", telemetry.BreakerOpen)
-	m := r.metrics(t)[telemetry.MetricBreakerState]
+	r.in.BreakerState(ctx, "127.0.0.1:6379", telnames.BreakerClosed)
+	r.in.BreakerState(ctx, "127.0.0.1:6380", telnames.BreakerClosed)
+	r.in.BreakerState(ctx, "127.0.0.1:6379", telnames.BreakerOpen)
+	m := r.metrics(t)[telnames.MetricBreakerState]
 	if m.Unit != "{state}" {
 		t.Errorf("unit %q", m.Unit)
 	}
@@ -543,7 +544,7 @@ func TestBreakerState(t *testing.T) {
 	}
 	check(points(t, m))
 	// The last value stays reported across collections.
-	check(points(t, r.metrics(t)[telemetry.MetricBreakerState]))
+	check(points(t, r.metrics(t)[telnames.MetricBreakerState]))
 }
 
 // TestConcurrentRenewLostEnd runs renewals, a loss and the end of the hold at once,
@@ -552,24 +553,24 @@ func TestConcurrentRenewLostEnd(t *testing.T) {
 	r := newRig(t, Options{})
 	ctx, hold := r.in.Domain("table").StartHold(context.Background(), testKey)
 	hold.StartAcquire(ctx)
-	hold.EndAcquire(AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 1})
+	hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 1})
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
 			for range 20 {
 				_, rn := hold.StartRenew(context.Background())
-				rn.End(telemetry.OutcomeOK, nil)
+				rn.End(telnames.OutcomeOK, nil)
 			}
 		})
 	}
-	wg.Go(func() { hold.Lost(telemetry.LostDeadline, nil) })
+	wg.Go(func() { hold.Lost(telnames.LostDeadline, nil) })
 	wg.Go(func() {
 		_, rel := hold.StartRelease(ctx)
-		rel.End(telemetry.OutcomeReleased, nil)
-		hold.End(telemetry.OutcomeLost, nil)
+		rel.End(telnames.OutcomeReleased, nil)
+		hold.End(telnames.OutcomeLost, nil)
 	})
 	wg.Wait()
-	if p := points(t, r.metrics(t)[telemetry.MetricRenewals]); p["lockkit.domain=table,lockkit.outcome=ok"].sum != 80 {
+	if p := points(t, r.metrics(t)[telnames.MetricRenewals]); p["lockkit.domain=table,lockkit.outcome=ok"].sum != 80 {
 		t.Errorf("renewals = %+v", p)
 	}
 }
@@ -583,7 +584,7 @@ func TestNewErrorsKeepWorking(t *testing.T) {
 		t.Fatalf("New = %v, %v; want Instruments and an error", in, err)
 	}
 	lifecycle(context.Background(), in.Domain("table"))
-	in.BreakerState(context.Background(), "n", telemetry.BreakerOpen)
+	in.BreakerState(context.Background(), "n", telnames.BreakerOpen)
 }
 
 func noopMeterProvider() metric.MeterProvider { return metricnoop.NewMeterProvider() }

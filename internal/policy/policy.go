@@ -59,6 +59,23 @@ func CheckTTL(ttl time.Duration) error {
 	return nil
 }
 
+// CheckStoreTTL reports a TTL that a backend's store cannot keep: under its
+// minimum, not a whole number of its TTL unit, or over its maximum (each 0
+// when the store has no such limit), naming the backend and the limit.
+func CheckStoreTTL(ttl time.Duration, backend string, minTTL, unit, maxTTL time.Duration) error {
+	switch {
+	case ttl <= 0:
+		return nil // CheckTTL's
+	case minTTL > 0 && ttl < minTTL:
+		return fmt.Errorf("ttl %v is under the %s backend's minimum %v", ttl, backend, minTTL)
+	case unit > 0 && ttl%unit != 0:
+		return fmt.Errorf("ttl %v is not a whole number of the %s backend's TTL unit %v (such as %v)", ttl, backend, unit, max(ttl.Round(unit), minTTL, unit))
+	case maxTTL > 0 && ttl > maxTTL:
+		return fmt.Errorf("ttl %v is over the %s backend's maximum %v", ttl, backend, maxTTL)
+	}
+	return nil
+}
+
 // CheckRenew reports a renew interval that cannot keep a lease of ttl
 // alive: the renewal must be sent and answered before the lease's local
 // deadline (ttl − Drift), allowing cmdTimeout for the answer. A renew < 0

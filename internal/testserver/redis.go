@@ -188,9 +188,9 @@ func (r *Redis) PID() int {
 }
 
 // Client returns a new go-redis client for this server, with its own connection pool
-// (like another replica of a service would have), closed in t.Cleanup. Defaults:
-// ContextTimeoutEnabled, 1s dial/read/write timeouts, one dial attempt, no command retries
-// (MaxRetries -1), no CLIENT SETINFO, maintenance notifications off. opts may change them.
+// (like another replica of a service would have), closed in t.Cleanup. Its options are
+// the README's (Addr, ContextTimeoutEnabled; go-redis defaults otherwise, its command
+// retries included); opts may change them, and a test that does says why.
 func (r *Redis) Client(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
 	t.Helper()
 	o := testOptions(r.Addr())

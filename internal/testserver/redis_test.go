@@ -102,16 +102,23 @@ func TestRedisPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Pause(t)
+	// The client has the README's options: a paused server holds a command
+	// until its ctx ends (ContextTimeoutEnabled), so each call here has a 1s one.
 	start := time.Now()
-	err := c.Get(ctx, "k").Err()
+	gctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := c.Get(gctx, "k").Err()
+	cancel()
 	if err == nil || !isTimeout(err) {
 		t.Fatalf("GET on a paused server: err = %v, want a timeout", err)
 	}
 	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("GET on a paused server took %v; the client's read timeout is 1s", d)
+		t.Errorf("GET on a paused server took %v; its ctx ends after 1s", d)
 	}
 	// A new connection is accepted by the kernel but not answered either.
-	if err := r.Client(t).Ping(ctx).Err(); !isTimeout(err) {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = r.Client(t).Ping(pctx).Err()
+	cancel()
+	if !isTimeout(err) {
 		t.Fatalf("PING on a new client to a paused server: err = %v, want a timeout", err)
 	}
 	r.Resume(t)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // StartReplica starts a redis-server replicating primary (--replicaof) and returns once
@@ -221,14 +220,7 @@ func (s *Sentinel) FailoverClient(t testing.TB, opts ...func(*redis.FailoverOpti
 	o := &redis.FailoverOptions{
 		MasterName:            s.masterName,
 		SentinelAddrs:         []string{s.Addr()},
-		DialTimeout:           time.Second,
-		DialerRetries:         1,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
-		PoolTimeout:           2 * time.Second,
-		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
 	}
 	for _, f := range opts {
 		f(o)
@@ -238,19 +230,11 @@ func (s *Sentinel) FailoverClient(t testing.TB, opts ...func(*redis.FailoverOpti
 	return c
 }
 
+// testOptions are the README's client options (README.md, "Setting up a
+// client"): tests run the configuration users run, go-redis's default
+// retries included (issue 35).
 func testOptions(addr string) *redis.Options {
-	return &redis.Options{
-		Addr:                     addr,
-		DialTimeout:              time.Second,
-		DialerRetries:            1,
-		ReadTimeout:              time.Second,
-		WriteTimeout:             time.Second,
-		PoolTimeout:              2 * time.Second,
-		MaxRetries:               -1,
-		ContextTimeoutEnabled:    true,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	}
+	return &redis.Options{Addr: addr, ContextTimeoutEnabled: true}
 }
 
 // Cluster is a Redis Cluster of masters only, each a *Redis on 127.0.0.1.
@@ -371,18 +355,7 @@ func (c *Cluster) Addrs() []string {
 // defaults as Redis.Client, closed in t.Cleanup.
 func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
 	t.Helper()
-	o := &redis.ClusterOptions{
-		Addrs:                    c.Addrs(),
-		DialTimeout:              time.Second,
-		DialerRetries:            1,
-		ReadTimeout:              time.Second,
-		WriteTimeout:             time.Second,
-		PoolTimeout:              2 * time.Second,
-		MaxRetries:               -1,
-		ContextTimeoutEnabled:    true,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-	}
+	o := &redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true}
 	for _, f := range opts {
 		f(o)
 	}

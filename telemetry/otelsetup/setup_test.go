@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -23,8 +24,6 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/lockkit/lockkit/telemetry"
 )
 
 const childEnv = "LOCKKIT_OTELSETUP_CHILD"
@@ -56,13 +55,13 @@ func inChild(t *testing.T, name string, env ...string) {
 func lifecycle(ctx context.Context, dom *obs.Domain) {
 	ctx, hold := dom.StartHold(ctx, "lock:{table:42}")
 	hold.StartAcquire(ctx)
-	hold.Retry(1, time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
+	hold.Retry(1, time.Millisecond, telnames.OutcomeContended)
+	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 9})
 	_, rn := hold.StartRenew(ctx)
-	rn.End(telemetry.OutcomeOK, nil)
+	rn.End(telnames.OutcomeOK, nil)
 	_, rel := hold.StartRelease(ctx)
-	rel.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
+	rel.End(telnames.OutcomeReleased, nil)
+	hold.End(telnames.OutcomeReleased, nil)
 }
 
 func TestReadEnv(t *testing.T) {
@@ -181,7 +180,7 @@ func TestSetupExports(t *testing.T) {
 			if want := []string{"lockkit.acquire table", "lockkit.hold table", "lockkit.release table", "lockkit.renew table"}; !slices.Equal(rx.spans, want) {
 				t.Errorf("spans %v, want %v", rx.spans, want)
 			}
-			for _, m := range []string{telemetry.MetricAcquireDuration, telemetry.MetricHoldDuration, telemetry.MetricRenewals, telemetry.MetricReleases} {
+			for _, m := range []string{telnames.MetricAcquireDuration, telnames.MetricHoldDuration, telnames.MetricRenewals, telnames.MetricReleases} {
 				if !slices.Contains(rx.metrics, m) {
 					t.Errorf("metric %s not exported (got %v)", m, rx.metrics)
 				}

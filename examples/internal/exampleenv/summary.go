@@ -14,7 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/internal/telnames"
 )
 
 // MaxSummaryLines bounds the span summary: past it, the rest is counted, not
@@ -162,10 +162,10 @@ func (p *printer) tree(spans []sdktrace.ReadOnlySpan, kids map[trace.SpanID][]sd
 		p.shown += n
 		if n == 1 {
 			mine := parent
-			if v, ok := attr(sp, telemetry.AttrKey); ok {
+			if v, ok := attr(sp, telnames.AttrKey); ok {
 				mine.key = v.Emit()
 			}
-			if v, ok := attr(sp, telemetry.AttrFence); ok {
+			if v, ok := attr(sp, telnames.AttrFence); ok {
 				mine.fence = v.Emit()
 			}
 			p.tree(kids[sp.SpanContext().SpanID()], kids, depth+1, mine)
@@ -178,8 +178,8 @@ func alike(a, b sdktrace.ReadOnlySpan, kids map[trace.SpanID][]sdktrace.ReadOnly
 	if a.Name() != b.Name() || len(kids[a.SpanContext().SpanID()]) > 0 || len(kids[b.SpanContext().SpanID()]) > 0 {
 		return false
 	}
-	oa, _ := attr(a, telemetry.AttrOutcome)
-	ob, _ := attr(b, telemetry.AttrOutcome)
+	oa, _ := attr(a, telnames.AttrOutcome)
+	ob, _ := attr(b, telnames.AttrOutcome)
 	return oa == ob && a.Status().Code == b.Status().Code
 }
 
@@ -218,18 +218,18 @@ func describe(run []sdktrace.ReadOnlySpan, parent inherited) string {
 	for _, kv := range sp.Attributes() {
 		v := kv.Value.Emit()
 		switch kv.Key {
-		case telemetry.AttrDomain, telemetry.AttrAcquireWait, telemetry.AttrErrorType:
+		case telnames.AttrDomain, telnames.AttrAcquireWait, telnames.AttrErrorType:
 			// The domain is in the span name, the wait is its duration, the
 			// error type is the outcome.
-		case telemetry.AttrKey:
+		case telnames.AttrKey:
 			key = v
-		case telemetry.AttrFence:
+		case telnames.AttrFence:
 			fence = v
-		case telemetry.AttrAttempts:
+		case telnames.AttrAttempts:
 			attempts = v
-		case telemetry.AttrOutcome:
+		case telnames.AttrOutcome:
 			outcome = v
-		case telemetry.AttrLostCause:
+		case telnames.AttrLostCause:
 			lost = v
 		default:
 			app = append(app, string(kv.Key)+"="+quote(v))
@@ -257,7 +257,7 @@ func describe(run []sdktrace.ReadOnlySpan, parent inherited) string {
 		add("fence", fence)
 	}
 	add("attempts", attempts)
-	if n := events[telemetry.EventRetry]; n > 0 {
+	if n := events[telnames.EventRetry]; n > 0 {
 		add("retries", fmt.Sprint(n))
 	}
 	add("outcome", outcome)
@@ -265,7 +265,7 @@ func describe(run []sdktrace.ReadOnlySpan, parent inherited) string {
 	fields = append(fields, app...)
 	for _, name := range order {
 		switch name {
-		case telemetry.EventRetry, telemetry.EventLeaseLost:
+		case telnames.EventRetry, telnames.EventLeaseLost:
 			// Counted above; the lost= attribute.
 		default:
 			ev := strings.TrimPrefix(name, "lockkit.")

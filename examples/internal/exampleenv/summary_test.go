@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/telnames"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/examples/internal/exampleenv"
-	"github.com/lockkit/lockkit/telemetry"
 )
 
 // spansLikeTheRuntime records, through package telemetry as the runtime
@@ -34,22 +34,22 @@ func spansLikeTheRuntime(t *testing.T) []sdktrace.ReadOnlySpan {
 	ctx, app := tp.Tracer("app").Start(context.Background(), "reserve table")
 	ctx, hold := dom.StartHold(ctx, "lock:{table:12}")
 	hold.StartAcquire(ctx)
-	hold.Retry(1, 50*time.Millisecond, telemetry.OutcomeContended)
-	hold.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
+	hold.Retry(1, 50*time.Millisecond, telnames.OutcomeContended)
+	hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 2, Contended: true, Fence: 7})
 	for range 3 {
 		_, r := hold.StartRenew(ctx)
-		r.End(telemetry.OutcomeOK, nil)
+		r.End(telnames.OutcomeOK, nil)
 	}
 	_, rel := hold.StartRelease(ctx)
-	rel.End(telemetry.OutcomeReleased, nil)
-	hold.End(telemetry.OutcomeReleased, nil)
+	rel.End(telnames.OutcomeReleased, nil)
+	hold.End(telnames.OutcomeReleased, nil)
 	app.End()
 
 	// A second trace: a TryDo that found the lock held.
 	_, h2 := dom.StartHold(context.Background(), "lock:{table:12}")
 	h2.StartAcquire(context.Background())
-	h2.EndAcquire(obs.AcquireResult{Outcome: telemetry.OutcomeContended, Attempts: 1, Contended: true, Err: errors.New("held")})
-	h2.End(telemetry.OutcomeContended, nil)
+	h2.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeContended, Attempts: 1, Contended: true, Err: errors.New("held")})
+	h2.End(telnames.OutcomeContended, nil)
 	return rec.Ended()
 }
 

@@ -1,10 +1,4 @@
-package telemetry
-
-import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-)
+package telnames
 
 // Outcome is how an acquire, renew, release or hold ended. It is recorded as the
 // lockkit.outcome attribute of spans and metrics. Each constant says which operations
@@ -53,10 +47,10 @@ const (
 	// OutcomeLost: the lease was lost while held (ErrLockLost). Hold. Failure.
 	OutcomeLost
 
-	numOutcomes // keep last
+	NumOutcomes // keep last
 )
 
-var outcomeNames = [numOutcomes]string{
+var outcomeNames = [NumOutcomes]string{
 	OutcomeError:       "error",
 	OutcomeAcquired:    "acquired",
 	OutcomeContended:   "contended",
@@ -94,14 +88,14 @@ func (o Outcome) ErrorType() string {
 	case !o.Failure():
 		return ""
 	case o.valid() == OutcomeError:
-		return errorTypeAny
+		return ErrorTypeAny
 	}
 	return o.String()
 }
 
 // valid maps out-of-range values to OutcomeError, so a bad value never panics.
 func (o Outcome) valid() Outcome {
-	if o >= numOutcomes {
+	if o >= NumOutcomes {
 		return OutcomeError
 	}
 	return o
@@ -123,10 +117,10 @@ const (
 	// ErrClosed.
 	LostClosed
 
-	numLostCauses // keep last
+	NumLostCauses // keep last
 )
 
-var lostCauseNames = [numLostCauses]string{
+var lostCauseNames = [NumLostCauses]string{
 	LostRefused:  "refused",
 	LostDeadline: "deadline",
 	LostClosed:   "closed",
@@ -136,39 +130,8 @@ var lostCauseNames = [numLostCauses]string{
 func (c LostCause) String() string { return lostCauseNames[c.valid()] }
 
 func (c LostCause) valid() LostCause {
-	if c >= numLostCauses {
+	if c >= NumLostCauses {
 		return LostRefused
 	}
 	return c
-}
-
-// KeyMode says how a lock key is recorded in the lockkit.key span attribute.
-type KeyMode uint8
-
-// The key modes.
-const (
-	// KeyRaw records the key as it is. Error messages are used as span status
-	// descriptions only in this mode.
-	KeyRaw KeyMode = iota
-	// KeyHashed records HashKey(key, secret), the secret given to lockkit.WithKeyMode: searchable, not readable.
-	// Use it when keys hold personal data.
-	KeyHashed
-	// KeyOmitted leaves the attribute out.
-	KeyOmitted
-)
-
-// HashKey returns the lockkit.key value that KeyHashed records for key: the first
-// 16 bytes of HMAC-SHA-256(secret, key), or of SHA-256(key) when secret is empty,
-// in lower-case hex. Use it to find a key's spans in a tracing backend.
-func HashKey(key string, secret []byte) string {
-	var sum []byte
-	if len(secret) > 0 {
-		mac := hmac.New(sha256.New, secret)
-		mac.Write([]byte(key))
-		sum = mac.Sum(nil)
-	} else {
-		s := sha256.Sum256([]byte(key))
-		sum = s[:]
-	}
-	return hex.EncodeToString(sum[:16])
 }

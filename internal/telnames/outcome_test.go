@@ -1,10 +1,10 @@
-package telemetry
+package telnames
 
 import "testing"
 
 func TestOutcomes(t *testing.T) {
 	seen := map[string]bool{}
-	for o := range numOutcomes {
+	for o := range NumOutcomes {
 		s := o.String()
 		if s == "" || seen[s] {
 			t.Errorf("outcome %d: name %q empty or duplicate", o, s)
@@ -15,7 +15,7 @@ func TestOutcomes(t *testing.T) {
 		}
 	}
 	notFailures := map[Outcome]bool{OutcomeAcquired: true, OutcomeContended: true, OutcomeCanceled: true, OutcomeOK: true, OutcomeReleased: true}
-	for o := range numOutcomes {
+	for o := range NumOutcomes {
 		if o.Failure() == notFailures[o] {
 			t.Errorf("%s: Failure() = %v", o, o.Failure())
 		}

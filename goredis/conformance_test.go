@@ -1,0 +1,129 @@
+package goredis_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/driver/drivertest"
+	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/redis/go-redis/v9"
+)
+
+// The conformance suite on every Redis deployment, with clients configured
+// as the README shows users (go-redis defaults, ContextTimeoutEnabled). A
+// key is taken from its holder by deleting it.
+
+const redisTTL = 500 * time.Millisecond
+
+func userClient(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func del(t *testing.T, rdb redis.UniversalClient, key string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if n, err := rdb.Del(ctx, key).Result(); err != nil || n != 1 {
+		t.Fatalf("DEL %s = %d, %v", key, n, err)
+	}
+}
+
+func TestConformanceRedis(t *testing.T) {
+	r := testserver.StartRedis(t)
+	admin := r.Client(t)
+	drivertest.Run(t, drivertest.Harness{
+		Name:  "redis",
+		Open:  func(t *testing.T) driver.Spec { return goredis.New(userClient(t, r.Addr())) },
+		TTL:   redisTTL,
+		Steal: func(t *testing.T, key string) { del(t, admin, key) },
+		Stop:  func(t *testing.T) { r.Stop(t) },
+		Start: func(t *testing.T) { r.Restart(t) },
+	})
+}
+
+func TestConformanceSentinel(t *testing.T) {
+	primary := testserver.StartRedis(t)
+	testserver.StartReplica(t, primary)
+	s := testserver.StartSentinel(t, primary, "lockkit", 1)
+	admin := primary.Client(t)
+	drivertest.Run(t, drivertest.Harness{
+		Name: "sentinel",
+		Open: func(t *testing.T) driver.Spec {
+			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: []string{s.Addr()}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = rdb.Close() })
+			return goredis.New(rdb)
+		},
+		TTL:   redisTTL,
+		Steal: func(t *testing.T, key string) { del(t, admin, key) },
+	})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	cl := testserver.StartCluster(t, 3)
+	admin := cl.Client(t)
+	drivertest.Run(t, drivertest.Harness{
+		Name: "cluster",
+		Open: func(t *testing.T) driver.Spec {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = rdb.Close() })
+			return goredis.New(rdb)
+		},
+		TTL:   redisTTL,
+		Steal: func(t *testing.T, key string) { del(t, admin, key) },
+		// Every node: the nodes keep their cluster config (nodes.conf), not
+		// their data.
+		Stop: func(t *testing.T) {
+			for _, n := range cl.Nodes() {
+				n.Stop(t)
+			}
+		},
+		Start: func(t *testing.T) {
+			for _, n := range cl.Nodes() {
+				n.Restart(t)
+			}
+			cl.WaitOK(t)
+		},
+	})
+}
+
+func TestConformanceRedlock(t *testing.T) {
+	nodes := []*testserver.Redis{testserver.StartRedis(t), testserver.StartRedis(t), testserver.StartRedis(t)}
+	drivertest.Run(t, drivertest.Harness{
+		Name: "redlock",
+		Open: func(t *testing.T) driver.Spec {
+			return goredis.Redlock(userClient(t, nodes[0].Addr()), userClient(t, nodes[1].Addr()), userClient(t, nodes[2].Addr()))
+		},
+		TTL: redisTTL,
+		// Deleted on every node; the holder had it on a majority at least.
+		Steal: func(t *testing.T, key string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var deleted int64
+			for _, n := range nodes {
+				d, err := n.Client(t).Del(ctx, key).Result()
+				if err != nil {
+					t.Fatalf("DEL %s on %s: %v", key, n.Addr(), err)
+				}
+				deleted += d
+			}
+			if deleted < 2 {
+				t.Fatalf("DEL %s: the key was on %d of 3 nodes; the holder needs a majority", key, deleted)
+			}
+		},
+		Stop: func(t *testing.T) {
+			for _, n := range nodes {
+				n.Stop(t)
+			}
+		},
+		Start: func(t *testing.T) {
+			for _, n := range nodes {
+				n.Restart(t)
+			}
+		},
+	})
+}
