@@ -9,8 +9,8 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
-	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/internal/telnames"
+	"github.com/lockkit/lockkit/internal/testserver"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
