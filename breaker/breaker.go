@@ -58,14 +58,16 @@ const (
 	StateOpen
 )
 
-// String returns "closed", "half-open" or "open", suitable as a metric
-// attribute.
+// String returns "closed", "half_open" or "open": the spelling of the
+// lockkit.breaker.state, lockkit.breaker.from and lockkit.breaker.to
+// attribute values (snake_case, as every value in telemetry.Catalog), of
+// Client.Health and of the log lines.
 func (s State) String() string {
 	switch s {
 	case StateClosed:
 		return "closed"
 	case StateHalfOpen:
-		return "half-open"
+		return "half_open"
 	case StateOpen:
 		return "open"
 	default:
@@ -95,6 +97,9 @@ type OpenError struct {
 // Error says which circuit refused the request, since when, and for how
 // much longer.
 func (e *OpenError) Error() string {
+	if e == nil {
+		return ErrOpen.Error()
+	}
 	ago := time.Since(e.Since).Round(time.Millisecond)
 	if e.State == StateHalfOpen {
 		return fmt.Sprintf("breaker: circuit for %q is half-open (opened %s ago) and all its probes are in flight", e.Name, ago)

@@ -29,6 +29,9 @@ Flags:
 // success, 1 when the schema has errors, a file cannot be read or written or
 // -check finds the file stale, 2 on a misuse of the flags.
 func Run(args []string, stderr io.Writer) int {
+	if stderr == nil {
+		stderr = io.Discard
+	}
 	logger := log.New(stderr, "lockkit-gen: ", 0)
 	fs := flag.NewFlagSet("lockkit-gen", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -169,7 +169,7 @@ func (r nodeResult) String() string {
 	case nodeHeld:
 		return "held"
 	case nodeRefused:
-		return "breaker-open"
+		return "breaker_open"
 	case nodeFailed:
 		return "failed"
 	}

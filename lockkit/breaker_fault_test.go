@@ -350,7 +350,7 @@ func runFault(t *testing.T, c *Client, rec *transitionLog, p faultPlan) {
 	// Stay down for a few OpenTimeouts, so that half-open probes fail too.
 	for range 3 {
 		h := serveHealth(t, c)
-		if st := wantUnhealthy(t, h); st != "open" && st != "half-open" {
+		if st := wantUnhealthy(t, h); st != "open" && st != "half_open" {
 			t.Fatalf("node down, breaker tripped: health says breaker %q: %s", st, h.Body)
 		}
 		time.Sleep(faultOpen)
@@ -367,7 +367,7 @@ func runFault(t *testing.T, c *Client, rec *transitionLog, p faultPlan) {
 	wantHealthy(t, serveHealth(t, c), "closed")
 
 	// The breaker's course.
-	rec.wantSequence(t, "closed>open(,open>half-open,half-open>open)*,open>half-open,half-open>closed")
+	rec.wantSequence(t, "closed>open(,open>half_open,half_open>open)*,open>half_open,half_open>closed")
 	opened := rec.firstAt(breaker.StateOpen)
 	if opened.Before(injectStart) {
 		t.Fatalf("breaker opened before the fault")
@@ -594,7 +594,7 @@ func (l *transitionLog) countBefore(from, to breaker.State, before time.Time) in
 	return n
 }
 
-// String lists the changes as "closed>open,open>half-open,…".
+// String lists the changes as "closed>open,open>half_open,…".
 func (l *transitionLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -184,6 +184,9 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 		}
 		o(c)
 	}
+	if m := c.telOpts.KeyMode; m > telemetry.KeyOmitted {
+		return nil, fmt.Errorf("lockkit: New: WithKeyMode: unknown key mode %d (telemetry.KeyRaw, KeyHashed or KeyOmitted)", m)
+	}
 	c.closeCtx, c.closeCancel = context.WithCancel(context.Background())
 	c.who.Host, _ = os.Hostname()
 	c.who.PID = os.Getpid()

@@ -19,7 +19,7 @@ type Health struct {
 	Healthy bool `json:"healthy"`
 	// Backend names the backend node(s).
 	Backend string `json:"backend"`
-	// Breakers lists each node breaker's state: closed, half-open or open.
+	// Breakers lists each node breaker's state: closed, half_open or open.
 	Breakers []BreakerHealth `json:"breakers"`
 	// RTTMillis is the PING round trip in milliseconds; 0 when PING failed.
 	RTTMillis float64 `json:"rtt_ms"`

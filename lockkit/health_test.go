@@ -163,9 +163,9 @@ func TestHealthFollowsBackendAndBreaker(t *testing.T) {
 	// healthy: a readiness probe failing now would keep away the very
 	// acquisitions that probe the node and close the circuit.
 	pollFor(t, openTimeout+3*time.Second, "breaker half-open", func() bool {
-		return c.Health(t.Context()).Breakers[0].State == "half-open"
+		return c.Health(t.Context()).Breakers[0].State == "half_open"
 	})
-	wantHealthy(t, serveHealth(t, c), "half-open")
+	wantHealthy(t, serveHealth(t, c), "half_open")
 
 	lease, err := l.TryAcquire(t.Context())
 	if err != nil {
@@ -175,7 +175,7 @@ func TestHealthFollowsBackendAndBreaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantHealthy(t, serveHealth(t, c), "closed")
-	rec.wantSequence(t, "closed>open,open>half-open,half-open>closed")
+	rec.wantSequence(t, "closed>open,open>half_open,half_open>closed")
 }
 
 // While the server is frozen (SIGSTOP) PING times out at the command timeout:

@@ -120,6 +120,16 @@ func (l Lock) acquireOn(ctx context.Context, be driver.Backend, retry, forDo boo
 	}
 	hctx, hold := d.tel.StartHold(ctx, l.key)
 	actx := hold.StartAcquire(hctx)
+	return l.acquireHeld(ctx, hctx, actx, hold, be, retry, forDo)
+}
+
+// acquireHeld is acquireOn's acquisition under a hold already started: the
+// hold's ctx (hctx), its acquire span's (actx). DoAll starts one hold per
+// lock for the whole set, deferred (obs.Hold.Defer), and makes its passes
+// through here.
+func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be driver.Backend, retry, forDo bool) (*Lease, context.Context, error) {
+	d := l.d
+	c := d.c
 	p := &d.policy
 	if p.Wait == WaitFIFO {
 		// The client's backend keeps queues (Domain refuses FIFO domains

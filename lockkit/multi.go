@@ -168,11 +168,19 @@ func canonicalSet(given []Locker) ([]Lock, error) {
 // step when the backend can take the set in one (batcherFor), and otherwise
 // every lock in order, each with a single attempt, what was taken given back
 // when one fails.
+//
+// Telemetry records one acquisition per lock for the whole call, as Do
+// does for one: a hold started here for each lock, deferred over the passes
+// (what a pass takes and gives back is not a hold), a lockkit.retry event on
+// each before every backoff, and the set's outcome, attempts and contention
+// on each at the end.
 func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []context.Context, error) {
 	p := &set[0].d.policy
 	batch := batcherFor(set)
 	start := time.Now()
 	sched := retrySchedule{r: &p.Retry, start: start}
+	tel := startSetHolds(ctx, set)
+	contended := false
 	for attempts := 1; ; attempts++ {
 		var (
 			leases []*Lease
@@ -180,39 +188,104 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			err    error
 		)
 		if batch != nil {
-			leases, fctxs, err = attemptBatch(ctx, batch, set)
+			leases, fctxs, err = attemptBatch(ctx, batch, set, tel)
 		} else {
-			leases, fctxs, err = attemptOneByOne(ctx, set)
+			leases, fctxs, err = attemptOneByOne(ctx, set, tel)
 		}
 		if err == nil {
+			tel.settle(telnames.OutcomeAcquired, attempts, contended, leases, nil)
 			return leases, fctxs, nil
+		}
+		if attempts == 1 && err == ErrNotAcquired {
+			contended = true
 		}
 		giveBack(ctx, leases)
 		retryable := errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
 		if !retry || !retryable || p.Retry.MaxAttempts <= 1 || ctx.Err() != nil {
+			tel.settle(setOutcome(ctx, err, telnames.OutcomeContended), attempts, contended, nil, err)
 			return nil, nil, err
 		}
-		wait, _, ok := sched.next()
+		wait, ended, ok := sched.next()
 		if !ok {
-			return nil, nil, fmt.Errorf("lockkit: DoAll: gave up after %d attempt(s) at the set in %v: %w", attempts, time.Since(start).Round(time.Millisecond), err)
+			o := setOutcome(ctx, err, ended)
+			err = fmt.Errorf("lockkit: DoAll: gave up after %d attempt(s) at the set in %v: %w", attempts, time.Since(start).Round(time.Millisecond), err)
+			tel.settle(o, attempts, contended, nil, err)
+			return nil, nil, err
 		}
+		tel.retry(attempts, wait, attemptOutcome(err, telnames.OutcomeContended))
 		if !set[0].d.c.pause(ctx, wait) {
 			if ctx.Err() == nil { // the client closed
+				tel.settle(telnames.OutcomeClosed, attempts, contended, nil, ErrClosed)
 				return nil, nil, ErrClosed
 			}
-			return nil, nil, fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
+			err = fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
+			tel.settle(ctxOutcome(ctx), attempts, contended, nil, err)
+			return nil, nil, err
 		}
+	}
+}
+
+// setOutcome is the telemetry outcome of a set that was not taken: held is
+// what contention means at this point (contended, exhausted or timeout).
+func setOutcome(ctx context.Context, err error, held telnames.Outcome) telnames.Outcome {
+	switch {
+	case ctx.Err() != nil:
+		return ctxOutcome(ctx)
+	case err == ErrClosed:
+		return telnames.OutcomeClosed
+	}
+	return attemptOutcome(err, held)
+}
+
+// setHolds is the telemetry of one DoAll call: per lock of the set, its
+// hold (deferred until the set's outcome is known), the hold's ctx and its
+// acquire span's ctx. With telemetry off the holds are nil.
+type setHolds struct {
+	hctxs, actxs []context.Context
+	holds        []*obs.Hold
+}
+
+func startSetHolds(ctx context.Context, set []Lock) *setHolds {
+	n := len(set)
+	s := &setHolds{hctxs: make([]context.Context, n), actxs: make([]context.Context, n), holds: make([]*obs.Hold, n)}
+	for i, l := range set {
+		s.hctxs[i], s.holds[i] = l.d.tel.StartHold(ctx, l.key)
+		s.actxs[i] = s.holds[i].StartAcquire(s.hctxs[i])
+		s.holds[i].Defer()
+	}
+	return s
+}
+
+// retry adds a lockkit.retry event to every lock's acquire span.
+func (s *setHolds) retry(attempt int, wait time.Duration, reason telnames.Outcome) {
+	for _, h := range s.holds {
+		h.Retry(attempt, wait, reason)
+	}
+}
+
+// settle ends every lock's acquisition with the set's outcome; leases,
+// when acquired, give each its fence.
+func (s *setHolds) settle(o telnames.Outcome, attempts int, contended bool, leases []*Lease, err error) {
+	for i, h := range s.holds {
+		r := obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err}
+		if i < len(leases) {
+			r.Fence = leases[i].fence
+		}
+		h.Settle(r)
 	}
 }
 
 // attemptOneByOne takes every lock in order, each with a single attempt, and
 // stops at the first that fails: it returns what it took, for the caller to
 // give back.
-func attemptOneByOne(ctx context.Context, set []Lock) ([]*Lease, []context.Context, error) {
+func attemptOneByOne(ctx context.Context, set []Lock, tel *setHolds) ([]*Lease, []context.Context, error) {
 	leases := make([]*Lease, 0, len(set))
 	fctxs := make([]context.Context, 0, len(set))
-	for _, l := range set {
-		lease, fctx, err := l.acquire(ctx, false, true)
+	for i, l := range set {
+		if l.d.c.isClosed() {
+			return leases, fctxs, ErrClosed
+		}
+		lease, fctx, err := l.acquireHeld(ctx, tel.hctxs[i], tel.actxs[i], tel.holds[i], l.d.c.be, false, true)
 		if err != nil {
 			return leases, fctxs, err
 		}
@@ -250,51 +323,33 @@ func batcherFor(set []Lock) driver.Batcher {
 }
 
 // attemptBatch makes one attempt at the whole set in one step: one script
-// takes every key or none. Each lock gets its own token, fence, hold span
-// and lease, as if taken by TryDo; the backend call runs under the first
-// lock's acquire span. It returns the leases made before a failure, if any,
-// for the caller to give back.
-func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, []context.Context, error) {
+// takes every key or none. Each lock gets its own token, fence and lease,
+// under its hold of tel, as if taken by TryDo; the backend call runs under
+// the first lock's acquire span. It returns the leases made before a
+// failure, if any, for the caller to give back.
+func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHolds) ([]*Lease, []context.Context, error) {
 	c := set[0].d.c
 	if c.isClosed() {
 		return nil, nil, ErrClosed
 	}
 	n := len(set)
-	hctxs := make([]context.Context, n)
-	holds := make([]*obs.Hold, n)
 	reqs := make([]*driver.Request, n)
-	var actx context.Context // the first lock's acquire span: the call's
 	for i, l := range set {
-		hctxs[i], holds[i] = l.d.tel.StartHold(ctx, l.key)
-		lactx := holds[i].StartAcquire(hctxs[i])
-		if i == 0 {
-			actx = lactx
-		}
 		p := &l.d.policy
 		reqs[i] = &driver.Request{
-			Key: l.key, Token: rand.Text(), Holder: c.holderOf(lactx), TTL: p.TTL, Fencing: p.Fencing,
+			Key: l.key, Token: rand.Text(), Holder: c.holderOf(tel.actxs[i]), TTL: p.TTL, Fencing: p.Fencing,
 			Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 		}
 	}
-	// end ends the acquisitions of set[from:], which got no lease.
-	end := func(from int, o telnames.Outcome, err error) {
-		for _, h := range holds[from:] {
-			h.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: 1, Contended: err == ErrNotAcquired, Err: err})
-			h.End(o, err)
-		}
-	}
 	sent := time.Now()
-	fences, err := b.AcquireAll(actx, reqs)
+	fences, err := b.AcquireAll(tel.actxs[0], reqs)
 	switch {
 	case err == nil:
 	case errors.Is(err, driver.ErrContended):
-		end(0, telnames.OutcomeContended, ErrNotAcquired)
 		return nil, nil, ErrNotAcquired
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
-		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
-		end(0, attemptOutcome(err, telnames.OutcomeContended), err)
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
 	default:
 		// The script may have run even though the reply was lost: give
 		// back every token we may now hold, in the background and each on
@@ -302,30 +357,19 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock) ([]*Lease, 
 		for i, l := range set {
 			c.background(func() { l.giveBack(ctx, c.be, reqs[i].Token) })
 		}
-		err = fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
-		if ctx.Err() != nil {
-			end(0, ctxOutcome(ctx), err)
-		} else {
-			end(0, attemptOutcome(err, telnames.OutcomeContended), err)
-		}
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
 	}
 	leases := make([]*Lease, 0, n)
 	fctxs := make([]context.Context, 0, n)
 	for i, l := range set {
-		lease, fctx, err := l.grant(ctx, hctxs[i], holds[i], c.be, granted{token: reqs[i].Token, fence: fences[i], sent: sent, attempts: 1}, true)
+		lease, fctx, err := l.grant(ctx, tel.hctxs[i], tel.holds[i], c.be, granted{token: reqs[i].Token, fence: fences[i], sent: sent, attempts: 1}, true)
 		if err != nil {
 			// Too late to trust, or the client closed: grant gave back this
-			// lock's key (and ended its hold when closed); give back the
-			// rest, and the caller the leases already made.
-			from, o := i, attemptOutcome(err, telnames.OutcomeContended)
-			if err == ErrClosed {
-				from, o = i+1, telnames.OutcomeClosed
-			}
+			// lock's key; give back the rest, and the caller the leases
+			// already made.
 			for j := i + 1; j < n; j++ {
 				_, _ = set[j].releaseToken(ctx, c.be, reqs[j].Token)
 			}
-			end(from, o, err)
 			return leases, fctxs, err
 		}
 		leases, fctxs = append(leases, lease), append(fctxs, fctx)

@@ -271,6 +271,20 @@ func (g *telRig) metrics(t *testing.T) map[string]map[string]telPoint {
 	return out
 }
 
+// breakerStates are the points of lockkit.breaker.status for node's breaker
+// in state in: one per state, 1 for the breaker's (OTel's state convention).
+func breakerStates(node, in string) map[string]telPoint {
+	m := map[string]telPoint{}
+	for _, s := range []string{"closed", "half_open", "open"} {
+		var v float64
+		if s == in {
+			v = 1
+		}
+		m["lockkit.breaker.node="+node+",lockkit.breaker.state="+s] = telPoint{sum: v}
+	}
+	return m
+}
+
 // byOutcome and byCause are the attribute-set keys of metrics() for domain "test".
 func byOutcome(o string) string { return "lockkit.domain=test,lockkit.outcome=" + o }
 func byCause(c string) string   { return "lockkit.domain=test,lockkit.lost.cause=" + c }
@@ -404,7 +418,7 @@ func TestTelemetryDoSuccess(t *testing.T) {
 	}
 	wantPoints(t, ms, telnames.MetricReleases, map[string]telPoint{byOutcome("released"): {sum: 1}})
 	wantPoints(t, ms, telnames.MetricRenewals, map[string]telPoint{byOutcome("ok"): {sum: float64(len(renews))}})
-	wantPoints(t, ms, telnames.MetricBreakerState, map[string]telPoint{"lockkit.breaker.node=" + r.Addr(): {sum: telnames.BreakerClosed}})
+	wantPoints(t, ms, telnames.MetricBreakerState, breakerStates(r.Addr(), "closed"))
 	wantNoMetric(t, ms, telnames.MetricAcquireContended, telnames.MetricLeasesLost)
 }
 
@@ -803,8 +817,7 @@ func TestTelemetryBreakerChange(t *testing.T) {
 	r := testserver.StartRedis(t)
 	g := newTelRig(t, r, WithCommandTimeout(200*time.Millisecond),
 		WithBreaker(breaker.Settings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}))
-	node := "lockkit.breaker.node=" + r.Addr()
-	wantPoints(t, g.metrics(t), telnames.MetricBreakerState, map[string]telPoint{node: {sum: telnames.BreakerClosed}})
+	wantPoints(t, g.metrics(t), telnames.MetricBreakerState, breakerStates(r.Addr(), "closed"))
 
 	l := lockOn(testDomain(t, g.c, Policy{TTL: time.Second}), "down")
 	r.Kill(t)
@@ -849,7 +862,7 @@ func TestTelemetryBreakerChange(t *testing.T) {
 	}
 
 	ms := g.metrics(t)
-	wantPoints(t, ms, telnames.MetricBreakerState, map[string]telPoint{node: {sum: telnames.BreakerOpen}})
+	wantPoints(t, ms, telnames.MetricBreakerState, breakerStates(r.Addr(), "open"))
 	wantPoints(t, ms, telnames.MetricAcquireDuration, map[string]telPoint{
 		byOutcome("unavailable"): {count: 2}, byOutcome("breaker_open"): {count: 1},
 	})

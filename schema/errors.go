@@ -22,6 +22,9 @@ type Error struct {
 // Error formats the problem as "file:line:col: message", the form editors and
 // terminals turn into links.
 func (e *Error) Error() string {
+	if e == nil {
+		return "schema: <nil error>"
+	}
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
 }
 
@@ -32,8 +35,11 @@ type Errors []*Error
 // Error joins the problems, one per line.
 func (es Errors) Error() string {
 	var b strings.Builder
-	for i, e := range es {
-		if i > 0 {
+	for _, e := range es {
+		if e == nil {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteByte('\n')
 		}
 		b.WriteString(e.Error())

@@ -9,7 +9,7 @@ const ScopeName = "github.com/lockkit/lockkit"
 
 // Version is the instrumentation scope version. It changes whenever a name, unit or
 // attribute in Catalog changes meaning, so dashboards can tell the schemas apart.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // Kind says what a catalog Entry names.
 type Kind string
@@ -42,6 +42,7 @@ type Entry struct {
 // Catalog returns every span name pattern, event, attribute key and metric that
 // lockkit emits, in a fixed order, for documentation and the tests that check it.
 func Catalog() []Entry {
+	breakerStates := []string{"closed", "half_open", "open"}
 	outcomes := make([]string, telnames.NumOutcomes)
 	for o := range telnames.NumOutcomes {
 		outcomes[o] = o.String()
@@ -73,11 +74,12 @@ func Catalog() []Entry {
 		{Kind: KindAttribute, Name: string(telnames.AttrRetryAttempt), Type: "int", Description: "The number (from 1) of the attempt being retried, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrRetryBackoff), Type: "double", Description: "The backoff before the next attempt, in seconds, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrLostCause), Type: "string", Values: causes, Description: "Why the lease was lost, on the lockkit.lease.lost event, the hold span and lockkit.leases.lost."},
-		{Kind: KindAttribute, Name: string(telnames.AttrBreakerNode), Type: "string", Description: "A backend node: on lockkit.breaker.state (the node its breaker guards), lockkit.breaker.change and lockkit.redlock.node events."},
-		{Kind: KindAttribute, Name: string(telnames.AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker-open", "pending"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(telnames.AttrBreakerNode), Type: "string", Description: "A backend node: on lockkit.breaker.status (the node its breaker guards), lockkit.breaker.change and lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(telnames.AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker_open", "pending"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrNodeLatency), Type: "double", Description: "How long a Redlock node took to answer, in seconds (0 while pending), on lockkit.redlock.node events."},
-		{Kind: KindAttribute, Name: string(telnames.AttrBreakerFrom), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker left, on lockkit.breaker.change events."},
-		{Kind: KindAttribute, Name: string(telnames.AttrBreakerTo), Type: "string", Values: []string{"closed", "half-open", "open"}, Description: "The state a breaker entered, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(telnames.AttrBreakerFrom), Type: "string", Values: breakerStates, Description: "The state a breaker left, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(telnames.AttrBreakerTo), Type: "string", Values: breakerStates, Description: "The state a breaker entered, on lockkit.breaker.change events."},
+		{Kind: KindAttribute, Name: string(telnames.AttrBreakerState), Type: "string", Values: breakerStates, Description: "A circuit breaker state, on lockkit.breaker.status: 1 for the state a node's breaker is in, 0 for the others."},
 		{Kind: KindAttribute, Name: string(telnames.AttrQueuePosition), Type: "int", Description: "A FIFO waiter's place in the lock's queue as it last saw it (1 is the head), on the acquire span."},
 		{Kind: KindAttribute, Name: string(telnames.AttrWakeCause), Type: "string", Values: []string{"push", "timer", "subscribed"}, Description: "What woke a FIFO waiter, on lockkit.wake events: a push, the fallback timer, or a (re)subscription."},
 		{Kind: KindAttribute, Name: string(telnames.AttrErrorType), Type: "string", Description: "On failed spans only: the failure's outcome name, or _OTHER."},
@@ -89,6 +91,6 @@ func Catalog() []Entry {
 		{Kind: KindMetric, Name: telnames.MetricRenewals, Type: "counter", Unit: telnames.UnitRenewal, Description: "Extends, by lockkit.domain and lockkit.outcome (ok, or the failure)."},
 		{Kind: KindMetric, Name: telnames.MetricLeasesLost, Type: "counter", Unit: telnames.UnitLease, Description: "Leases lost while held, by lockkit.domain and lockkit.lost.cause."},
 		{Kind: KindMetric, Name: telnames.MetricReleases, Type: "counter", Unit: telnames.UnitRelease, Description: "Releases, by lockkit.domain and lockkit.outcome (released, expired = no longer held, or the failure)."},
-		{Kind: KindMetric, Name: telnames.MetricBreakerState, Type: "gauge", Unit: telnames.UnitState, Description: "Circuit breaker state by lockkit.breaker.node: 0 closed, 1 half-open, 2 open."},
+		{Kind: KindMetric, Name: telnames.MetricBreakerState, Type: "gauge", Unit: telnames.UnitState, Description: "Circuit breaker state by lockkit.breaker.node and lockkit.breaker.state: 1 for the state the node's breaker is in (closed, half_open or open), 0 for the others."},
 	}
 }

@@ -33,7 +33,7 @@ func ExampleCatalog() {
 	// lockkit.renewals (counter, {renewal})
 	// lockkit.leases.lost (counter, {lease})
 	// lockkit.releases (counter, {release})
-	// lockkit.breaker.state (gauge, {state})
+	// lockkit.breaker.status (gauge, {state})
 }
 
 // With KeyHashed, spans carry the key's hash: compute it to find one key's

@@ -31,7 +31,11 @@ func LogAttrs(ctx context.Context) []slog.Attr {
 // The runtime wraps its logger once: slog.New(telemetry.NewLogHandler(l.Handler())),
 // and logs with the ctx-taking methods (InfoContext, LogAttrs). The attributes join
 // the record's own, so under a WithGroup they land in that group.
+// A nil next discards every record.
 func NewLogHandler(next slog.Handler) slog.Handler {
+	if next == nil {
+		next = slog.DiscardHandler
+	}
 	if h, ok := next.(*logHandler); ok {
 		return h // already wrapped
 	}

@@ -34,7 +34,7 @@
 //     and from Ping), the breaker opens and refuses at once
 //     (breaker.ErrOpen), health is red; after Start the client takes locks
 //     again, health is green, and the breaker went closed->open first and
-//     half-open->closed last.
+//     half_open->closed last.
 //
 // A backend's test gives Run a Harness. Hooks it cannot provide stay nil,
 // and the subtests that need them are skipped, saying why. With a short

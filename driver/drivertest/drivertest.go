@@ -1005,7 +1005,7 @@ func (s *suite) serverDown(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half-open->closed" {
-		t.Errorf("%s: breaker changes %v; want closed->open first and half-open->closed last", s.h.Name, changes)
+	if len(changes) == 0 || changes[0] != "closed->open" || changes[len(changes)-1] != "half_open->closed" {
+		t.Errorf("%s: breaker changes %v; want closed->open first and half_open->closed last", s.h.Name, changes)
 	}
 }

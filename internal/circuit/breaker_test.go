@@ -404,7 +404,7 @@ func TestNameAndStateString(t *testing.T) {
 	if got := New("10.0.0.1:6379", breaker.Settings{}).Name(); got != "10.0.0.1:6379" {
 		t.Errorf("Name() = %q", got)
 	}
-	for s, want := range map[breaker.State]string{breaker.StateClosed: "closed", breaker.StateHalfOpen: "half-open", breaker.StateOpen: "open", 9: "State(9)"} {
+	for s, want := range map[breaker.State]string{breaker.StateClosed: "closed", breaker.StateHalfOpen: "half_open", breaker.StateOpen: "open", 9: "State(9)"} {
 		if got := s.String(); got != want {
 			t.Errorf("State(%d).String() = %q, want %q", s, got, want)
 		}

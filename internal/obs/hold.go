@@ -2,6 +2,7 @@ package obs
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/telnames"
@@ -27,7 +28,8 @@ var internalKind = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInte
 // it; a nil *Hold (what StartHold returns when telemetry is off) is valid and every
 // method on it returns at once.
 //
-// Call order: StartHold, StartAcquire, Retry (any number), EndAcquire, then, if
+// Call order: StartHold, StartAcquire, (Defer,) Retry (any number), EndAcquire
+// (or Settle after Defer), then, if
 // acquired, StartRenew/Step.End (any number, from the renewal goroutine), Lost
 // (at most once), StartRelease/Step.End, and last End. StartRenew, Lost and End
 // may run concurrently with each other once EndAcquire has returned.
@@ -45,6 +47,35 @@ type Hold struct {
 	// Set by EndAcquire, read-only afterwards.
 	acquired  bool
 	heldSince time.Time
+
+	// pending is set between Defer and Settle: the acquisition is one of a
+	// set (DoAll), made of passes whose outcomes are not the hold's.
+	pending atomic.Bool
+}
+
+// Defer makes the hold the telemetry of a lock taken as one of a set
+// (DoAll): the set is taken in passes, each lock's in each pass possibly
+// taken and given back, and the hold records one acquisition over all of
+// them. Until Settle, EndAcquire, End, Lost and StartRelease record nothing
+// (they describe one pass); Retry, Queued and StartRenew record as usual.
+func (h *Hold) Defer() {
+	if h != nil {
+		h.pending.Store(true)
+	}
+}
+
+// Settle ends a deferred acquisition with the set's result: the acquire
+// span and metrics as EndAcquire records them, and, unless acquired, the
+// hold with the same outcome.
+func (h *Hold) Settle(r AcquireResult) {
+	if h == nil {
+		return
+	}
+	h.pending.Store(false)
+	h.EndAcquire(r)
+	if validOutcome(r.Outcome) != telnames.OutcomeAcquired {
+		h.End(r.Outcome, r.Err)
+	}
 }
 
 // StartHold starts the hold span, named "lockkit.hold <domain>", as a child of the
@@ -123,7 +154,7 @@ type AcquireResult struct {
 // telnames.OutcomeAcquired the hold begins: hold time is measured from here. On a timeout or
 // exhausted attempts it adds the matching event to the acquire span.
 func (h *Hold) EndAcquire(r AcquireResult) {
-	if h == nil {
+	if h == nil || h.pending.Load() {
 		return
 	}
 	now := time.Now()
@@ -177,7 +208,7 @@ func (h *Hold) EndAcquire(r AcquireResult) {
 // hold span and the lockkit.leases.lost counter. Call it once, when the lease's ctx
 // is cancelled with ErrLockLost; end the hold later with telnames.OutcomeLost.
 func (h *Hold) Lost(cause telnames.LostCause, err error) {
-	if h == nil {
+	if h == nil || h.pending.Load() {
 		return
 	}
 	c := validCause(cause)
@@ -196,7 +227,7 @@ func (h *Hold) Lost(cause telnames.LostCause, err error) {
 // is the error returned to the caller, for the status description (telemetry.KeyRaw only).
 // The caller's own function error does not belong here: lockkit does not judge it.
 func (h *Hold) End(outcome telnames.Outcome, err error) {
-	if h == nil {
+	if h == nil || h.pending.Load() {
 		return
 	}
 	now := time.Now()
@@ -247,7 +278,7 @@ func (h *Hold) StartRenew(ctx context.Context) (context.Context, Step) {
 // telnames.OutcomeBreakerOpen, telnames.OutcomeCanceled, telnames.OutcomeClosed,
 // telnames.OutcomeError).
 func (h *Hold) StartRelease(ctx context.Context) (context.Context, Step) {
-	if h == nil {
+	if h == nil || h.pending.Load() {
 		return ctx, Step{}
 	}
 	var counter metric.Int64Counter

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/telemetry"
 
@@ -158,7 +159,7 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	ms.releases = instrument[metric.Int64Counter](c, err, &errs, metricnoop.Int64Counter{})
 
 	g, err := m.Int64Gauge(telnames.MetricBreakerState, metric.WithUnit(unitOf(telnames.MetricBreakerState)),
-		metric.WithDescription("Lockkit circuit breaker state per backend node: 0 closed, 1 half-open, 2 open."))
+		metric.WithDescription("Lockkit circuit breaker state per backend node: 1 for the state (closed, half_open, open) the breaker is in, 0 for the others."))
 	ms.breakerState = instrument[metric.Int64Gauge](g, err, &errs, metricnoop.Int64Gauge{})
 
 	return ms, errors.Join(errs...)
@@ -178,7 +179,7 @@ func instrument[T any](inst T, err error, errs *[]error, noop T) T {
 
 // BreakerChanged adds a lockkit.breaker.change event to the span in ctx, the
 // operation whose outcome changed node's breaker from one state to another
-// (state names: closed, half-open, open). It does nothing when that span is not
+// (state names: closed, half_open, open, as breaker.State.String spells them). It does nothing when that span is not
 // recording.
 func BreakerChanged(ctx context.Context, node, from, to string) {
 	s := trace.SpanFromContext(ctx)
@@ -290,14 +291,23 @@ func (in *Instruments) Domain(name string) *Domain {
 }
 
 // BreakerState records the circuit breaker state of one backend node: telnames.BreakerClosed,
-// telnames.BreakerHalfOpen or telnames.BreakerOpen (gobreaker's State values, as ints). Call it from
-// the breaker's OnStateChange, and once with telnames.BreakerClosed when a breaker is created.
+// telnames.BreakerHalfOpen or telnames.BreakerOpen (breaker.State's numbers). The gauge
+// (lockkit.breaker.status) gets one point per state, lockkit.breaker.state naming it: 1 for state, 0 for the others.
+// Call it from the breaker's OnStateChange, and once with telnames.BreakerClosed when a
+// breaker is created.
 func (in *Instruments) BreakerState(ctx context.Context, node string, state int) {
 	if in == nil {
 		return
 	}
 	if m := in.meters(); m != nil && m.breakerState.Enabled(ctx) {
-		m.breakerState.Record(ctx, int64(state), metric.WithAttributes(telnames.AttrBreakerNode.String(node)))
+		nodeKV := telnames.AttrBreakerNode.String(node)
+		for s := breaker.StateClosed; s <= breaker.StateOpen; s++ {
+			var v int64
+			if int(s) == state {
+				v = 1
+			}
+			m.breakerState.Record(ctx, v, metric.WithAttributes(nodeKV, telnames.AttrBreakerState.String(s.String())))
+		}
 	}
 }
 

@@ -516,14 +516,35 @@ func TestBreakerState(t *testing.T) {
 	if m.Unit != "{state}" {
 		t.Errorf("unit %q", m.Unit)
 	}
-	p := points(t, m)
-	if len(p) != 2 || p["lockkit.breaker.node=127.0.0.1:6379"].sum != telnames.BreakerOpen || p["lockkit.breaker.node=127.0.0.1:6380"].sum != telnames.BreakerClosed {
-		t.Errorf("breaker state = %+v", p)
+	// One series per node and state: 1 for the breaker's state, 0 for the others.
+	want := func(node, in string) map[string]float64 {
+		m := map[string]float64{}
+		for _, s := range []string{"closed", "half_open", "open"} {
+			m["lockkit.breaker.node="+node+",lockkit.breaker.state="+s] = 0
+			if s == in {
+				m["lockkit.breaker.node="+node+",lockkit.breaker.state="+s] = 1
+			}
+		}
+		return m
 	}
+	check := func(p map[string]point) {
+		t.Helper()
+		w := want("127.0.0.1:6379", "open")
+		for k, v := range want("127.0.0.1:6380", "closed") {
+			w[k] = v
+		}
+		if len(p) != len(w) {
+			t.Errorf("breaker state = %+v, want %v", p, w)
+		}
+		for k, v := range w {
+			if got, ok := p[k]; !ok || got.sum != v {
+				t.Errorf("breaker state {%s} = %+v (present %v), want %v", k, got, ok, v)
+			}
+		}
+	}
+	check(points(t, m))
 	// The last value stays reported across collections.
-	if p := points(t, r.metrics(t)[telnames.MetricBreakerState]); p["lockkit.breaker.node=127.0.0.1:6379"].sum != telnames.BreakerOpen {
-		t.Errorf("breaker state after a second collection = %+v", p)
-	}
+	check(points(t, r.metrics(t)[telnames.MetricBreakerState]))
 }
 
 // TestConcurrentRenewLostEnd runs renewals, a loss and the end of the hold at once,

@@ -197,6 +197,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	if pool == nil {
 		return nil, errors.New("lockkit/pg: nil pool")
 	}
+	if !madePool(pool) {
+		return nil, errors.New("lockkit/pg: the pgxpool.Pool was not made by pgxpool.New or NewWithConfig (a zero Pool)")
+	}
 	if opts.MaxHeld < 0 {
 		return nil, fmt.Errorf("lockkit/pg: MaxHeld %d is negative", opts.MaxHeld)
 	}
@@ -1321,4 +1324,15 @@ func sqlState(err error) string {
 // no push queue or batching.
 func (b *Backend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true, ServerQueue: true}
+}
+
+// madePool reports whether pool was made by pgxpool (a zero Pool has no
+// config, and its methods dereference it).
+func madePool(pool *pgxpool.Pool) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return pool.Config() != nil
 }

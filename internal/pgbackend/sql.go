@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // FenceTable is the table that holds each key's last fence.
@@ -40,6 +42,12 @@ type Execer interface {
 func Migrate(ctx context.Context, db Execer) error {
 	if db == nil {
 		return errors.New("lockkit/pg: Migrate: nil database handle")
+	}
+	if v := reflect.ValueOf(db); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("lockkit/pg: Migrate: the database handle is a nil %T", db)
+	}
+	if p, ok := db.(*pgxpool.Pool); ok && !madePool(p) {
+		return errors.New("lockkit/pg: Migrate: the pgxpool.Pool was not made by pgxpool.New or NewWithConfig (a zero Pool)")
 	}
 	if _, err := db.Exec(ctx, MigrationSQL); err != nil {
 		return fmt.Errorf("lockkit/pg: create fence table %s: %w", FenceTable, err)

@@ -312,6 +312,9 @@ func ParseWait(s string) (Wait, error) {
 //   - replicas > 0 is refused: a release hands the lock over in its own
 //     script, and nothing could WAIT for replicas before the waiter starts.
 func CheckWait(w Wait, attempts int, maxWait time.Duration, replicas int) error {
+	if w > WaitFIFO {
+		return fmt.Errorf("wait %d is unknown: WaitPoll (poll) or WaitFIFO (fifo)", w)
+	}
 	if w != WaitFIFO {
 		return nil
 	}

@@ -67,7 +67,7 @@ const (
 	// AttrLostCause is why a lease was lost: one of the LostCause values.
 	AttrLostCause = attribute.Key("lockkit.lost.cause")
 	// AttrBreakerFrom and AttrBreakerTo are a breaker state change's states:
-	// closed, half-open or open.
+	// closed, half_open or open.
 	AttrBreakerFrom = attribute.Key("lockkit.breaker.from")
 	// AttrNodeResult is a Redlock node's answer to one acquire attempt.
 	AttrNodeResult = attribute.Key("lockkit.node.result")
@@ -76,6 +76,11 @@ const (
 	AttrBreakerTo   = attribute.Key("lockkit.breaker.to")
 	// AttrBreakerNode names the backend node a circuit breaker guards.
 	AttrBreakerNode = attribute.Key("lockkit.breaker.node")
+	// AttrBreakerState is a state of a circuit breaker (closed, half_open or
+	// open) on the MetricBreakerState gauge, which reports 1 for the state a
+	// node's breaker is in and 0 for the others, as OpenTelemetry's
+	// conventions do for states (hw.status with hw.state).
+	AttrBreakerState = attribute.Key("lockkit.breaker.state")
 	// AttrQueuePosition is a FIFO waiter's place in its lock's queue as it
 	// last saw it (1 is the head), on the acquire span.
 	AttrQueuePosition = attribute.Key("lockkit.queue.position")
@@ -107,9 +112,13 @@ const (
 	MetricLeasesLost = "lockkit.leases.lost"
 	// MetricReleases counts releases ({release}), by domain and outcome.
 	MetricReleases = "lockkit.releases"
-	// MetricBreakerState is a gauge ({state}) of each backend node's circuit breaker:
-	// 0 closed, 1 half-open, 2 open (gobreaker's State values).
-	MetricBreakerState = "lockkit.breaker.state"
+	// MetricBreakerState is a gauge ({state}) of each backend node's circuit
+	// breaker: one series per node and lockkit.breaker.state (closed,
+	// half_open, open), 1 for the state the breaker is in and 0 for the
+	// others, as OpenTelemetry's hw.status with hw.state. "Open" is
+	// lockkit_breaker_status{lockkit_breaker_state="open"} == 1. (Until
+	// scope version 0.2.0 it was lockkit.breaker.state, 0/1/2 by node.)
+	MetricBreakerState = "lockkit.breaker.status"
 )
 
 // Units of the metrics.
@@ -124,7 +133,9 @@ const (
 	ErrorTypeAny = "_OTHER"
 )
 
-// Breaker states, as recorded by MetricBreakerState. They match gobreaker's State.
+// Breaker states, numbered as breaker.State (and gobreaker's State). The
+// MetricBreakerState gauge carries them as the AttrBreakerState attribute
+// (closed, half_open, open), not as numbers.
 const (
 	BreakerClosed   = 0
 	BreakerHalfOpen = 1
