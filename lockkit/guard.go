@@ -169,9 +169,9 @@ func (g *guarded) guardedAcquire(ctx context.Context, req *driver.Request, send 
 	err := br.Do(ctx, func(ctx context.Context) error {
 		d := g.cmdTimeout + req.ReplicaTimeout
 		// A timer, not only a deadline: see deadline.go.
-		cctx, cancel := context.WithTimeout(ctx, d)
+		cctx, scope := g.c.withCommandTimeout(ctx, d)
 		err := send(cctx)
-		cancel()
+		scope.end()
 		realErr = err
 		return g.verdict(err)
 	})
