@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -23,9 +24,25 @@ import (
 const parallelGoroutines = 32
 
 // setParallel makes b.RunParallel start parallelGoroutines goroutines
-// whatever GOMAXPROCS is (RunParallel starts parallelism × GOMAXPROCS).
+// whatever GOMAXPROCS is (RunParallel starts parallelism × GOMAXPROCS), and
+// reports cpu-µs/op: this process's user+system CPU per cycle (getrusage),
+// the figure that bounds the parallel case on a small machine and the one
+// least moved by other load on it (redis-server's CPU is not in it; both
+// sides send it the same commands).
 func setParallel(b *testing.B) {
 	b.SetParallelism(max(1, parallelGoroutines/runtime.GOMAXPROCS(0)))
+	start := processCPU()
+	b.Cleanup(func() {
+		if b.N > 0 {
+			b.ReportMetric(float64((processCPU()-start).Microseconds())/float64(b.N), "cpu-µs/op")
+		}
+	})
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkParallelBaseline is the raw floor of BenchmarkBaselineSetNXEvalsha

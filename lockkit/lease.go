@@ -62,13 +62,14 @@ const (
 // errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, be driver.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) *Lease {
+// initLease makes *lease a new lease (lease is fresh memory, not shared).
+func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) {
 	logCtx := context.Background()
 	if hold != nil {
 		// Keep the span, not the caller's ctx: the lease outlives it.
 		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
 	}
-	return &Lease{lock: l, be: be, token: token, fence: fence, deadline: deadline, hold: hold, logCtx: logCtx}
+	*lease = Lease{lock: l, be: be, token: token, fence: fence, deadline: deadline, hold: hold, logCtx: logCtx}
 }
 
 // leaseCtx is the lease's own ctx (it outlives the acquire's), made on first
