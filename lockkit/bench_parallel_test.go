@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/rediswire"
 )
 
 // The parallel case of issue 24: 32 goroutines share one go-redis client
@@ -62,7 +65,7 @@ func BenchmarkParallelBaseline(b *testing.B) {
 				b.Error(ok, err)
 				return
 			}
-			if n, err := releaseScript.Run(ctx, rdb, []string{key}, token).Int64(); err != nil || n != 1 {
+			if n, err := rediswire.ReleaseScript.Run(ctx, rdb, []string{key}, token).Int64(); err != nil || n != 1 {
 				b.Error(n, err)
 				return
 			}
@@ -83,7 +86,7 @@ func BenchmarkParallelAcquireReleaseFIFO(b *testing.B) {
 
 func benchParallelAcquireRelease(b *testing.B, p Policy) {
 	rdb := benchRedis(b)
-	c, err := New(Redis(rdb))
+	c, err := New(goredis.New(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}
