@@ -100,9 +100,12 @@ func (b clusterBackend) NodeFor(ctx context.Context, key string) (string, error)
 // Acquire runs the acquire script (or SET NX PX without fencing), with WAIT
 // when req asks for replicas.
 func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
-	keys := []string{req.Key}
-	if req.Fencing {
-		keys = append(keys, policy.FenceKey(req.Key))
+	// The key list only for a script (SET below takes the key itself).
+	keys := func() []string {
+		if req.Fencing {
+			return []string{req.Key, policy.FenceKey(req.Key)}
+		}
+		return []string{req.Key}
 	}
 	var (
 		n   int64
@@ -110,15 +113,15 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	)
 	switch {
 	case req.Replicas > 0:
-		n, err = b.acquireReplicated(ctx, keys, req)
+		n, err = b.acquireReplicated(ctx, keys(), req)
 	case req.Fencing:
-		n, err = runOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = runOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
 		// Lua call (about a fifth of an uncontended acquire+release).
 		// A reply other than OK is redis.Nil: not set.
-		err = once(ctx, b.rdb, "set", keys[0], holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
+		err = once(ctx, b.rdb, "set", req.Key, holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
 	}
 	if err == redis.Nil {
 		return 0, driver.ErrContended
@@ -175,7 +178,7 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 	run(func(pipe redis.Pipeliner) *redis.Cmd {
 		return once(ctx, pipe, scriptArgs("evalsha", script.Hash(), keys, args)...)
 	})
-	if redis.HasErrorPrefix(acq.Err(), "NOSCRIPT") {
+	if isNoScript(acq.Err()) {
 		run(func(pipe redis.Pipeliner) *redis.Cmd { return once(ctx, pipe, scriptArgs("eval", src, keys, args)...) })
 	}
 	return acq, wait, nil

@@ -2,6 +2,7 @@ package goredis
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
@@ -70,14 +71,32 @@ type processor interface {
 // runOnce is script.Run sent as onceCmds: EVALSHA, then EVAL after a
 // NOSCRIPT (which the server answers without running anything).
 func runOnce(ctx context.Context, c processor, script *redis.Script, src string, keys []string, args ...any) *redis.Cmd {
-	cmd := once(ctx, c, scriptArgs("evalsha", script.Hash(), keys, args)...)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	cmd := once(ctx, c, scriptArgs("evalsha", boxedHash(script), keys, args)...)
+	if isNoScript(cmd.Err()) {
 		cmd = once(ctx, c, scriptArgs("eval", src, keys, args)...)
 	}
 	return cmd
 }
 
-func scriptArgs(name, body string, keys []string, args []any) []any {
+// isNoScript reports a NOSCRIPT reply. The nil check comes first:
+// redis.HasErrorPrefix allocates even for a nil error.
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// boxedHashes holds each script's EVALSHA hash as an interface value, boxed
+// once: boxing the string for every command costs an allocation.
+var boxedHashes sync.Map // *redis.Script → any (the hash)
+
+func boxedHash(s *redis.Script) any {
+	if h, ok := boxedHashes.Load(s); ok {
+		return h
+	}
+	h, _ := boxedHashes.LoadOrStore(s, any(s.Hash()))
+	return h
+}
+
+func scriptArgs(name string, body any, keys []string, args []any) []any {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, body, len(keys))
 	for _, k := range keys {

@@ -597,7 +597,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, l := range left {
 		l.mu.Lock()
 		l.noRenew = true
-		c.sched.stop(l.renew)
+		c.sched.stop(&l.renew)
 		l.mu.Unlock()
 	}
 	var errs []error

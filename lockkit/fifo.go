@@ -36,7 +36,11 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	c, p := d.c, &d.policy
 	start := time.Now()
 	token := rand.Text()
-	req := &driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
+	// One allocation for the request and the lease it may become (the
+	// first grant; a later one, after a rejoin, makes its own).
+	pl := new(pendingLease)
+	req := &pl.req
+	*req = driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
 	retry = retry && p.Retry.MaxAttempts > 1
 	var (
 		attempts  int
@@ -105,12 +109,16 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if r.Previous != "" {
 			hold.LinkPrevious(r.Previous)
 		}
+		var into *Lease
+		if pl != nil {
+			into, pl = &pl.lease, nil // a grant uses the lease's memory once
+		}
 		// grant refuses a grant that came too late to trust (validUntil
 		// passed): it gives the lock back through the queue, which hands it
 		// on, so there is nothing left to leave.
 		lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{
 			token: token, fence: r.Fence, validUntil: validUntil, attempts: attempts, contended: contended,
-			queue: q, firstRenew: firstRenew,
+			queue: q, firstRenew: firstRenew, into: into,
 		}, forDo)
 		if err != nil && err != ErrClosed {
 			queued = false

@@ -188,9 +188,9 @@ func (g *guarded) guardedAcquireFor(ctx context.Context, req *driver.Request, wa
 	err := br.Do(ctx, func(ctx context.Context) error {
 		d := g.cmdTimeout + req.ReplicaTimeout + wait
 		// A timer, not only a deadline: see deadline.go.
-		cctx, cancel := context.WithTimeout(ctx, d)
+		cctx, scope := g.c.withCommandTimeout(ctx, d)
 		err := send(cctx)
-		cancel()
+		scope.end()
 		realErr = err
 		return g.verdict(err)
 	})

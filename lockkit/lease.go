@@ -27,9 +27,6 @@ type Lease struct {
 	token      string
 	fence      int64
 
-	ctx    context.Context // done once lost or released; cause says which
-	cancel context.CancelCauseFunc
-
 	hold   *obs.Hold       // nil when telemetry is off
 	logCtx context.Context // carries only the hold span, for log lines
 
@@ -38,10 +35,16 @@ type Lease struct {
 	fnCancel context.CancelCauseFunc
 	runDone  chan struct{} // closed when Do has released the lease; nil for Acquire
 
-	mu        sync.Mutex
-	deadline  time.Time   // monotonic; start of the winning attempt + TTL - drift
-	expiry    *schedEntry // runs onDeadline at deadline
-	renew     *schedEntry // runs the next extend when due; nil when renewal is off
+	mu       sync.Mutex
+	deadline time.Time  // monotonic; start of the winning attempt + TTL - drift
+	expiry   schedEntry // runs onDeadline at deadline
+	renew    schedEntry // runs the next extend when due; never queued when renewal is off
+	// ctx is done once the lease is lost or released, with the cause
+	// (ended) saying which. It is made on first use (Done, Do, a renewal):
+	// a lease that is taken and given back without one costs no ctx.
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	ended     error // the cause, once lost or released
 	state     leaseState
 	lostErr   error
 	noRenew   bool // Close gave up on this lease: let it expire by its TTL
@@ -59,14 +62,50 @@ const (
 // errReleased is the lease ctx's cause after a release by its holder.
 var errReleased = errors.New("lockkit: lease released")
 
-func newLease(l Lock, be driver.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) *Lease {
-	ctx, cancel := context.WithCancelCause(context.Background()) // the lease's own: it outlives the acquire's ctx
+// initLease makes *lease a new lease (lease is fresh memory, not shared).
+func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) {
 	logCtx := context.Background()
 	if hold != nil {
 		// Keep the span, not the caller's ctx: the lease outlives it.
 		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
 	}
-	return &Lease{lock: l, be: be, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
+	*lease = Lease{lock: l, be: be, token: token, fence: fence, deadline: deadline, hold: hold, logCtx: logCtx}
+}
+
+// leaseCtx is the lease's own ctx (it outlives the acquire's), made on first
+// use: done once the lease is lost or released.
+func (l *Lease) leaseCtx() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancelCause(context.Background())
+		if l.ended != nil {
+			l.cancel(l.ended)
+		}
+	}
+	return l.ctx
+}
+
+// end marks the lease's ctx done with cause why (lost or released); the
+// first cause stays.
+func (l *Lease) end(why error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended != nil {
+		return
+	}
+	l.ended = why
+	if l.cancel != nil {
+		l.cancel(why)
+	}
+}
+
+// runLeaseDeadline and runLeaseRenewal are a lease's scheduler entries.
+func runLeaseDeadline(arg any) { go arg.(*Lease).onDeadline() }
+
+func runLeaseRenewal(arg any) {
+	l := arg.(*Lease)
+	l.lock.d.c.background(l.renewNow)
 }
 
 // start arms the deadline and, unless renewal is off, the renewal, on the
@@ -79,12 +118,14 @@ func (l *Lease) start() {
 	if l.state != held {
 		return
 	}
-	l.expiry = c.sched.add(l.deadline, func() { go l.onDeadline() })
+	l.expiry = schedEntry{run: runLeaseDeadline, arg: l}
+	c.sched.add(&l.expiry, l.deadline)
 	if every := l.lock.d.policy.RenewInterval; every > 0 {
 		if l.firstRenew > 0 {
 			every = min(every, l.firstRenew)
 		}
-		l.renew = c.sched.add(time.Now().Add(every), func() { c.background(l.renewNow) })
+		l.renew = schedEntry{run: runLeaseRenewal, arg: l}
+		c.sched.add(&l.renew, time.Now().Add(every))
 	}
 }
 
@@ -93,7 +134,7 @@ func (l *Lease) start() {
 var errNoLease = errors.New("lockkit: no lease: a nil or zero *Lease (use the lease an Acquire or Do returned)")
 
 // none reports whether l is nil or a zero Lease, which no acquisition made.
-func (l *Lease) none() bool { return l == nil || l.ctx == nil }
+func (l *Lease) none() bool { return l == nil || l.lock.d == nil }
 
 // closedDone is the Done channel of a nil or zero Lease: closed, since
 // nothing is held.
@@ -143,7 +184,7 @@ func (l *Lease) Done() <-chan struct{} {
 	if l.none() {
 		return closedDone
 	}
-	return l.ctx.Done()
+	return l.leaseCtx().Done()
 }
 
 // Err reports whether the lease may still be relied on. It is nil while the
@@ -253,7 +294,7 @@ func (l *Lease) extend(parent context.Context) error {
 	if l.state == held && sent.Before(l.deadline) {
 		if next := sent.Add(d.policy.TTL - d.drift); next.After(l.deadline) {
 			l.deadline = next
-			d.c.sched.reset(l.expiry, next)
+			d.c.sched.reset(&l.expiry, next)
 		}
 	}
 	return nil
@@ -266,7 +307,7 @@ func (l *Lease) renewNow() {
 	p := &l.lock.d.policy
 	// The extend may not outlive the lease: past the deadline there is
 	// nothing left to extend. Release cancels l.ctx and so the extend.
-	ctx, cancel := context.WithDeadline(l.ctx, l.Deadline())
+	ctx, cancel := context.WithDeadline(l.leaseCtx(), l.Deadline())
 	err := l.extend(ctx)
 	cancel()
 	next := p.RenewInterval
@@ -278,7 +319,7 @@ func (l *Lease) renewNow() {
 	}
 	l.mu.Lock()
 	if l.state == held && !l.noRenew {
-		l.lock.d.c.sched.reset(l.renew, time.Now().Add(next))
+		l.lock.d.c.sched.reset(&l.renew, time.Now().Add(next))
 	}
 	l.mu.Unlock()
 }
@@ -310,7 +351,7 @@ func (l *Lease) markLost(why telnames.LostCause, cause error) {
 	l.lock.d.c.untrack(l)
 	l.hold.Lost(why, cause)
 	l.endHold(telnames.OutcomeLost, cause)
-	l.cancel(cause)
+	l.end(cause)
 	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", l.lock.d.c.logErr(l.lock.key, cause))
 }
 
@@ -328,8 +369,8 @@ func (l *Lease) endHold(o telnames.Outcome, err error) {
 // stopTimers unqueues the deadline and the renewal; l.mu is held.
 func (l *Lease) stopTimers() {
 	s := &l.lock.d.c.sched
-	s.stop(l.expiry)
-	s.stop(l.renew)
+	s.stop(&l.expiry)
+	s.stop(&l.renew)
 }
 
 // Release gives the lock back: an owner-checked delete that removes the key
@@ -348,8 +389,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	// A timer, not only a deadline: go-redis dials in a goroutine of its
 	// own (retrying DialerRetries times, 100ms apart) and the caller leaves
 	// that wait only when ctx is done (deadline.go).
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.lock.d.c.cmdTimeout)
-	defer cancel()
+	parent := ctx
+	if ctx.Done() != nil {
+		parent = context.WithoutCancel(ctx)
+	}
+	cctx, scope := l.lock.d.c.withCommandTimeout(parent, l.lock.d.c.cmdTimeout)
+	defer scope.end()
 	return l.release(ctx, cctx, errReleased)
 }
 
@@ -364,7 +409,7 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 	l.state = released
 	l.stopTimers()
 	l.mu.Unlock()
-	l.cancel(why)
+	l.end(why)
 	c := l.lock.d.c
 	defer c.untrack(l)
 
@@ -417,7 +462,7 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 // while it was being acquired).
 func (l *Lease) releaseUntracked() {
 	l.state = released
-	l.cancel(errReleased)
+	l.end(errReleased)
 	_, _ = l.lock.releaseToken(context.Background(), l.be, l.token)
 }
 
@@ -427,7 +472,8 @@ func (l *Lease) releaseUntracked() {
 // returned (checked on the clock, not only by the background timer), or
 // found by the release to be held by someone else.
 func (l *Lease) run(fctx context.Context, fn func(context.Context, *Lease) error) (err error) {
-	stop := context.AfterFunc(l.ctx, func() { l.fnCancel(context.Cause(l.ctx)) })
+	lctx := l.leaseCtx()
+	stop := context.AfterFunc(lctx, func() { l.fnCancel(context.Cause(lctx)) })
 	defer func() {
 		stop()
 		if lostErr := l.finishRun(fctx); lostErr != nil {

@@ -156,11 +156,12 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		attempts++
 		token := rand.Text()
 		sent := time.Now()
-		fence, err := l.attempt(actx, be, token)
+		pl := new(pendingLease)
+		fence, err := l.attempt(actx, be, token, &pl.req)
 		if err == nil {
 			var lease *Lease
 			var fctx context.Context
-			lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{token: token, fence: fence, sent: sent, attempts: attempts, contended: contended}, forDo)
+			lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{token: token, fence: fence, sent: sent, attempts: attempts, contended: contended, into: &pl.lease}, forDo)
 			if err == nil || err == ErrClosed {
 				return lease, fctx, err
 			}
@@ -209,6 +210,15 @@ type granted struct {
 	// firstRenew, when > 0, brings the first renewal forward (a
 	// handed-over lock's shorter TTL on the server).
 	firstRenew time.Duration
+	// into, when set, is where the lease is made (see pendingLease).
+	into *Lease
+}
+
+// pendingLease is one attempt's request and, if it is granted, its lease:
+// one allocation for both.
+type pendingLease struct {
+	req   driver.Request
+	lease Lease
 }
 
 // grant turns a granted attempt into a tracked lease, for Do (forDo) or
@@ -234,7 +244,11 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 		}
 		return nil, ctx, fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(g.sent).Round(time.Millisecond), p.TTL)
 	}
-	lease := newLease(l, be, g.token, g.fence, validUntil, hctx, hold)
+	lease := g.into
+	if lease == nil {
+		lease = new(Lease)
+	}
+	initLease(lease, l, be, g.token, g.fence, validUntil, hctx, hold)
 	lease.queue, lease.firstRenew = g.queue, g.firstRenew
 	fctx := hctx
 	if forDo {
@@ -291,16 +305,18 @@ func ctxOutcome(ctx context.Context) telnames.Outcome {
 	return telnames.OutcomeCanceled
 }
 
-// attempt sends one acquisition. It returns nil, the bare ErrNotAcquired
-// (compared with ==: contention is the common case and allocates nothing),
-// or an error wrapping ErrUnavailable.
-func (l Lock) attempt(ctx context.Context, be driver.Backend, token string) (int64, error) {
+// attempt sends one acquisition, described in req (the caller's memory,
+// which it fills). It returns nil, the bare ErrNotAcquired (compared with ==:
+// contention is the common case and allocates nothing), or an error wrapping
+// ErrUnavailable.
+func (l Lock) attempt(ctx context.Context, be driver.Backend, token string, req *driver.Request) (int64, error) {
 	d := l.d
 	p := &d.policy
-	fence, err := be.Acquire(ctx, &driver.Request{
+	*req = driver.Request{
 		Key: l.key, Token: token, Holder: d.c.holderOf(ctx), TTL: p.TTL, Fencing: p.Fencing,
 		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
-	})
+	}
+	fence, err := be.Acquire(ctx, req)
 	switch {
 	case err == nil:
 		return fence, nil

@@ -392,8 +392,9 @@ func runSet(ctx context.Context, leases []*Lease, fctxs []context.Context, fn fu
 	sctx, cancel := context.WithCancelCause(ctx)
 	var stops []func() bool
 	for i, l := range leases {
+		lctx := l.leaseCtx()
 		stops = append(stops,
-			context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) }),
+			context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) }),
 			// Close cancels the lease's fn ctx with ErrClosed.
 			context.AfterFunc(fctxs[i], func() { cancel(context.Cause(fctxs[i])) }))
 	}

@@ -21,21 +21,24 @@ type scheduler struct {
 	armed time.Time   // when timer fires; zero when it is not armed
 }
 
-// schedEntry is one pending call. Its fields are guarded by scheduler.mu.
+// schedEntry is one pending call: run(arg) at when. It is embedded in
+// what it belongs to (a Lease, a command's ctx) and run takes that as arg,
+// so queuing one allocates nothing. Its fields are guarded by scheduler.mu.
 type schedEntry struct {
 	when time.Time
-	f    func()
-	idx  int // position in the queue; -1 when not queued
+	run  func(arg any)
+	arg  any
+	pos  int // 1 + position in the queue; 0 when not queued
 }
 
-// add queues f to run at when, on the scheduler's goroutine: f must be
-// quick (hand longer work to a goroutine of its own).
-func (s *scheduler) add(when time.Time, f func()) *schedEntry {
-	e := &schedEntry{when: when, f: f, idx: -1}
+// add queues e (which must not be queued) to run at when, on the
+// scheduler's goroutine: e.run must be quick (hand longer work to a
+// goroutine of its own).
+func (s *scheduler) add(e *schedEntry, when time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e.when = when
 	s.push(e)
-	return e
 }
 
 // reset moves e to when, queuing it again if it already ran or was stopped.
@@ -43,24 +46,24 @@ func (s *scheduler) reset(e *schedEntry, when time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e.when = when
-	if e.idx >= 0 {
-		heap.Fix(&s.queue, e.idx)
+	if e.pos > 0 {
+		heap.Fix(&s.queue, e.pos-1)
 		s.arm()
 		return
 	}
 	s.push(e)
 }
 
-// stop unqueues e; it does nothing if e already ran or was stopped.
-func (s *scheduler) stop(e *schedEntry) {
-	if e == nil {
-		return
-	}
+// stop unqueues e. It reports whether e was queued: false when e already
+// ran (or is running), was stopped, or was never queued.
+func (s *scheduler) stop(e *schedEntry) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.idx >= 0 {
-		heap.Remove(&s.queue, e.idx)
+	if e.pos == 0 {
+		return false
 	}
+	heap.Remove(&s.queue, e.pos-1)
+	return true
 }
 
 func (s *scheduler) push(e *schedEntry) {
@@ -97,7 +100,7 @@ func (s *scheduler) fire() {
 	s.arm()
 	s.mu.Unlock()
 	for _, e := range due {
-		e.f()
+		e.run(e.arg)
 	}
 }
 
@@ -108,18 +111,18 @@ func (q schedQueue) Len() int           { return len(q) }
 func (q schedQueue) Less(i, j int) bool { return q[i].when.Before(q[j].when) }
 func (q schedQueue) Swap(i, j int) {
 	q[i], q[j] = q[j], q[i]
-	q[i].idx, q[j].idx = i, j
+	q[i].pos, q[j].pos = i+1, j+1
 }
 func (q *schedQueue) Push(x any) {
 	e := x.(*schedEntry)
-	e.idx = len(*q)
 	*q = append(*q, e)
+	e.pos = len(*q)
 }
 func (q *schedQueue) Pop() any {
 	old := *q
 	e := old[len(old)-1]
 	old[len(old)-1] = nil
-	e.idx = -1
+	e.pos = 0
 	*q = old[:len(old)-1]
 	return e
 }

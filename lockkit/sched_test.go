@@ -14,22 +14,27 @@ func TestScheduler(t *testing.T) {
 	var mu sync.Mutex
 	var ran []string
 	done := make(chan struct{}, 8)
-	rec := func(name string) func() {
-		return func() {
-			mu.Lock()
-			ran = append(ran, name)
-			mu.Unlock()
-			done <- struct{}{}
-		}
+	rec := func(arg any) {
+		mu.Lock()
+		ran = append(ran, arg.(string))
+		mu.Unlock()
+		done <- struct{}{}
 	}
+	entry := func(name string) *schedEntry { return &schedEntry{run: rec, arg: name} }
 	now := time.Now()
-	early := s.add(now.Add(20*time.Millisecond), rec("early-stopped"))
-	s.add(now.Add(60*time.Millisecond), rec("b"))
-	moved := s.add(now.Add(40*time.Millisecond), rec("moved-last"))
-	s.add(now.Add(80*time.Millisecond), rec("c"))
-	s.stop(early)                                 // the timer is armed for it: it fires early and must re-arm
+	early, b, moved, c, again := entry("early-stopped"), entry("b"), entry("moved-last"), entry("c"), entry("a")
+	s.add(early, now.Add(20*time.Millisecond))
+	s.add(b, now.Add(60*time.Millisecond))
+	s.add(moved, now.Add(40*time.Millisecond))
+	s.add(c, now.Add(80*time.Millisecond))
+	if !s.stop(early) { // the timer is armed for it: it fires early and must re-arm
+		t.Fatal("stop of a queued entry reported it was not queued")
+	}
+	if s.stop(early) {
+		t.Fatal("a second stop reported the entry still queued")
+	}
 	s.reset(moved, now.Add(100*time.Millisecond)) // later than b and c
-	again := s.add(now.Add(30*time.Millisecond), rec("a"))
+	s.add(again, now.Add(30*time.Millisecond))
 	for range 4 {
 		select {
 		case <-done:
@@ -55,6 +60,9 @@ func TestScheduler(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("reset of a finished entry did not run it again")
+	}
+	if s.stop(again) {
+		t.Fatal("stop of an entry that ran reported it queued")
 	}
 	if len(s.queue) != 0 {
 		t.Fatalf("queue holds %d entries after all ran", len(s.queue))

@@ -11,6 +11,8 @@
 # prints, per benchmark, the median ns/op, B/op and allocs/op and the median of
 # those paired ratios. On a shared machine whose speed drifts between runs, the
 # paired ratio is the figure to read; a sequential -count run is not.
+# A benchmark that reports cpu-µs/op (this process's CPU per operation) also
+# gets the median of that and its paired ratio to BASE's.
 set -euo pipefail
 
 rounds=8
@@ -55,16 +57,25 @@ for ((r = 1; r <= rounds; r++)); do
 			echo "benchpair: $b printed no result (is the name right?)" >&2
 			exit 1
 		fi
-		# round index ns B allocs
-		awk -v r="$r" -v i="$i" '{print r, i, $3, $5, $7}' <<<"$out" >>"$work/results"
+		# round index ns B allocs cpu (fields found by their unit; cpu 0 when absent)
+		awk -v r="$r" -v i="$i" '{
+			ns = b = a = cpu = 0
+			for (f = 3; f < NF; f++) {
+				if ($(f + 1) == "ns/op") ns = $f
+				if ($(f + 1) == "B/op") b = $f
+				if ($(f + 1) == "allocs/op") a = $f
+				if ($(f + 1) == "cpu-µs/op") cpu = $f
+			}
+			print r, i, ns, b, a, cpu
+		}' <<<"$out" >>"$work/results"
 	done
 	echo "round $r/$rounds done" >&2
 done
 
 for ((i = 0; i < count; i++)); do
 	awk -v i="$i" '
-		$2 == 0 { base[$1] = $3 }
-		$2 == i { ns[$1] = $3; bytes = $4; allocs = $5 }
+		$2 == 0 { base[$1] = $3; cpubase[$1] = $6 }
+		$2 == i { ns[$1] = $3; bytes = $4; allocs = $5; cpu[$1] = $6 }
 		function median(a,   n, k, v, j, t) {
 			n = 0
 			for (k in a) v[++n] = a[k]
@@ -73,6 +84,10 @@ for ((i = 0; i < count; i++)); do
 		}
 		END {
 			for (k in ns) ratio[k] = ns[k] / base[k]
-			printf "%-40s median %9.0f ns/op %7s B/op %4s allocs/op  paired ratio %.3f\n", name, median(ns), bytes, allocs, median(ratio)
+			printf "%-40s median %9.0f ns/op %7s B/op %4s allocs/op  paired ratio %.3f", name, median(ns), bytes, allocs, median(ratio)
+			hascpu = 0
+			for (k in cpu) if (cpu[k] > 0 && cpubase[k] > 0) { cratio[k] = cpu[k] / cpubase[k]; hascpu = 1 }
+			if (hascpu) printf "  %7.2f cpu-µs/op  cpu ratio %.3f", median(cpu), median(cratio)
+			printf "\n"
 		}' name="${names[$i]}" "$work/results"
 done

@@ -254,9 +254,9 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	if sharded && policy.HashTag(key) == key {
 		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
 	}
-	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix}
+	keys := keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix)
 	if req.Fencing {
-		keys = append(keys, key+FenceSuffix)
+		keys = keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix)
 	}
 	v, err := acquireScript.Run(ctx, rdb, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
 		req.Wake, flag(sharded), req.Holder).Slice()
@@ -305,9 +305,35 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 // holder (Result.Previous) for as long as the queue lives.
 func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
 	n, err := releaseScript.Run(ctx, rdb,
-		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, key + FenceSuffix},
+		keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix),
 		token, flag(Sharded(rdb)), prev).Int64()
 	return n == 1, err
+}
+
+// keysOf is key followed by key+suffix for each suffix: the derived names
+// are substrings of one string, so a script's keys cost two allocations (the
+// string and the slice), not one a name.
+func keysOf(key string, suffixes ...string) []string {
+	n := 0
+	for _, s := range suffixes {
+		n += len(key) + len(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range suffixes {
+		b.WriteString(key)
+		b.WriteString(s)
+	}
+	all := b.String()
+	keys := make([]string, 1, 1+len(suffixes))
+	keys[0] = key
+	at := 0
+	for _, s := range suffixes {
+		end := at + len(key) + len(s)
+		keys = append(keys, all[at:end])
+		at = end
+	}
+	return keys
 }
 
 // Leave takes token out of key's queue and, when the lock is free, hands it

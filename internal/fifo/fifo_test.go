@@ -737,3 +737,14 @@ func TestPreviousIsTheLastReleasers(t *testing.T) {
 		t.Fatalf("c: %+v, want no context (b left none), not a's", r)
 	}
 }
+
+// keysOf names the same keys as concatenation does, in order.
+func TestKeysOf(t *testing.T) {
+	for _, key := range []string{"lock:{a}", "", "lock:{ü:%7B}"} {
+		got := keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix)
+		want := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, key + FenceSuffix}
+		if !slices.Equal(got, want) {
+			t.Fatalf("keysOf(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
