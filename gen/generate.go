@@ -99,7 +99,7 @@ type domainView struct {
 	Policy   []kv   // the Policy's fields before Retry
 	Retry    []kv   // the RetryPolicy's fields; none for a single attempt
 	Fencing  bool
-	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -239,6 +239,9 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	if d.Wait == schema.WaitFIFO {
 		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: "lockkit.WaitFIFO"})
+	}
+	if d.MaxHold > 0 {
+		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
 	}
 
 	// Parameters keep their schema names unless one would shadow a name the
@@ -392,6 +395,9 @@ func policyText(d *schema.Domain) string {
 			timeout = schema.DefaultReplicaTimeout
 		}
 		parts = append(parts, fmt.Sprintf("waits for %d %s (WAIT, up to %s)", d.Replicas, noun, shortDuration(timeout)))
+	}
+	if d.MaxHold > 0 {
+		parts = append(parts, fmt.Sprintf("held at most %s (%s overrides it)", shortDuration(d.MaxHold), policy.EnvMaxHoldName(d.Name)))
 	}
 	return strings.Join(parts, "; ")
 }

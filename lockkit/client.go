@@ -203,7 +203,7 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 	if err := c.open(b); err != nil {
 		return nil, err
 	}
-	ttlEnv, err := readTTLOverrides(environ())
+	ttlEnv, err := readOverrides(environ())
 	if err == nil {
 		err = checkOverridesNameDomains(ttlEnv)
 	}
@@ -306,6 +306,7 @@ func RegisterDomains(specs ...DomainSpec) {
 	}
 	for _, s := range specs {
 		registered.byEnv[policy.EnvName(s.Name)] = s.Name
+		registered.byEnv[policy.EnvMaxHoldName(s.Name)] = s.Name
 	}
 }
 
@@ -389,6 +390,11 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 		p.TTL = ttl
 	}
+	maxHoldEnv := policy.EnvMaxHoldName(spec.Name)
+	maxHold, maxHoldOverridden := c.ttlEnv[maxHoldEnv]
+	if maxHoldOverridden {
+		p.MaxHold = maxHold
+	}
 	d.policy = p.withDefaults()
 	var errs []error
 	if spec.Name == "" {
@@ -400,6 +406,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if err := d.policy.validate(c.cmdTimeout); err != nil {
 		if overridden {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
+		}
+		if maxHoldOverridden {
+			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold, maxHoldEnv)
 		}
 		errs = append(errs, err)
 	}

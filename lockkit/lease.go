@@ -38,8 +38,12 @@ type Lease struct {
 	fnCancel context.CancelCauseFunc
 	runDone  chan struct{} // closed when Do has released the lease; nil for Acquire
 
-	mu        sync.Mutex
-	deadline  time.Time   // monotonic; start of the winning attempt + TTL - drift
+	mu       sync.Mutex
+	deadline time.Time // monotonic; start of the winning attempt + TTL - drift
+	// holdEnd, when the domain has a max hold, is the deadline the lease
+	// can never pass: start of the winning attempt + MaxHold − drift.
+	holdEnd   time.Time
+	capped    bool        // an extend reached holdEnd: renewal has nothing left to do
 	expiry    *schedEntry // runs onDeadline at deadline
 	renew     *schedEntry // runs the next extend when due; nil when renewal is off
 	state     leaseState
@@ -66,7 +70,25 @@ func newLease(l Lock, be driver.Backend, token string, fence int64, deadline tim
 		// Keep the span, not the caller's ctx: the lease outlives it.
 		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
 	}
-	return &Lease{lock: l, be: be, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
+	lease := &Lease{lock: l, be: be, token: token, fence: fence, ctx: ctx, cancel: cancel, deadline: deadline, hold: hold, logCtx: logCtx}
+	if p := &l.d.policy; p.MaxHold > 0 {
+		// deadline is start + TTL − drift: the cap counts from the same start.
+		lease.holdEnd = deadline.Add(p.MaxHold - p.TTL)
+	}
+	return lease
+}
+
+// lostAtDeadline is why a lease whose deadline passed is lost: its max
+// hold, when the deadline was the cap (an extend reached it, or the clock
+// did), or else no successful extend.
+func (l *Lease) lostAtDeadline() (telemetry.LostCause, error) {
+	l.mu.Lock()
+	atCap := l.capped || !l.holdEnd.IsZero() && !time.Now().Before(l.holdEnd)
+	l.mu.Unlock()
+	if atCap {
+		return telemetry.LostMaxHold, fmt.Errorf("%w: %s: held for its max hold %v (max_hold), which renewal never passes", ErrLockLost, l.lock.key, l.lock.d.policy.MaxHold)
+	}
+	return telemetry.LostDeadline, l.deadlineErr()
 }
 
 // start arms the deadline and, unless renewal is off, the renewal, on the
@@ -165,7 +187,7 @@ func (l *Lease) Err() error {
 	expired := l.state == held && !time.Now().Before(l.deadline)
 	l.mu.Unlock()
 	if expired {
-		l.markLost(telemetry.LostDeadline, l.deadlineErr())
+		l.markLost(l.lostAtDeadline())
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -217,15 +239,33 @@ func (l *Lease) extend(parent context.Context) error {
 		err error
 	)
 	sent := time.Now()
+	ttl, capped := d.policy.TTL, false
+	if !l.holdEnd.IsZero() {
+		// Never past the max hold: the last extends reach only the cap
+		// (holdEnd + drift on the server's clock, counted from the send).
+		if left := l.holdEnd.Add(d.drift).Sub(sent); left < ttl {
+			g := max(d.c.caps.TTLGranularity, time.Millisecond)
+			ttl, capped = left.Truncate(g), true
+			if ttl < max(d.c.caps.MinTTL, g) {
+				// Too little left for the store to keep: the last
+				// extend already reached the cap.
+				span.End(telemetry.OutcomeOK, nil)
+				l.mu.Lock()
+				l.capped = true
+				l.mu.Unlock()
+				return nil
+			}
+		}
+	}
 	if re, yes := l.be.(driver.ReplicaExtender); yes && d.policy.Replicas > 0 {
 		// The new expiry counts only once the replicas hold it: until then
 		// a failover would bring back the old one (docs/semantics.md).
 		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout+d.policy.ReplicaTimeout)
-		ok, err = re.ExtendReplicas(ectx, l.lock.key, l.token, d.policy.TTL, d.policy.Replicas, d.policy.ReplicaTimeout)
+		ok, err = re.ExtendReplicas(ectx, l.lock.key, l.token, ttl, d.policy.Replicas, d.policy.ReplicaTimeout)
 		cancel()
 	} else {
 		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
-		ok, err = l.be.Extend(ectx, l.lock.key, l.token, d.policy.TTL)
+		ok, err = l.be.Extend(ectx, l.lock.key, l.token, ttl)
 		cancel()
 	}
 	switch {
@@ -251,10 +291,11 @@ func (l *Lease) extend(parent context.Context) error {
 	// An extend sent after the deadline extends nothing: the lease was
 	// already lost on this clock (Err and onDeadline say so).
 	if l.state == held && sent.Before(l.deadline) {
-		if next := sent.Add(d.policy.TTL - d.drift); next.After(l.deadline) {
+		if next := sent.Add(ttl - d.drift); next.After(l.deadline) {
 			l.deadline = next
 			d.c.sched.reset(l.expiry, next)
 		}
+		l.capped = l.capped || capped
 	}
 	return nil
 }
@@ -277,7 +318,7 @@ func (l *Lease) renewNow() {
 		next = max(p.RenewInterval/4, 5*time.Millisecond)
 	}
 	l.mu.Lock()
-	if l.state == held && !l.noRenew {
+	if l.state == held && !l.noRenew && !l.capped {
 		l.lock.d.c.sched.reset(l.renew, time.Now().Add(next))
 	}
 	l.mu.Unlock()
@@ -291,7 +332,7 @@ func (l *Lease) onDeadline() {
 		return // released, already lost, or extended while it was being run
 	}
 	l.mu.Unlock()
-	l.markLost(telemetry.LostDeadline, l.deadlineErr())
+	l.markLost(l.lostAtDeadline())
 }
 
 func (l *Lease) markLost(why telemetry.LostCause, cause error) {

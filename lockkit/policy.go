@@ -40,6 +40,11 @@ const (
 	// one is not a valid TTL or names no domain this program declares (see
 	// RegisterDomains).
 	EnvTTLPrefix = policy.EnvTTLPrefix
+
+	// EnvMaxHoldPrefix starts the variables that override a domain's
+	// MaxHold, as EnvTTLPrefix does its TTL: LOCKKIT_MAX_HOLD_<NAME>=<Go
+	// duration>, 0 for no cap. New reads and checks them with the TTL's.
+	EnvMaxHoldPrefix = policy.EnvMaxHoldPrefix
 )
 
 // Policy is how a domain's locks behave: how long a lease lives, how often it
@@ -81,6 +86,15 @@ type Policy struct {
 	// Redlock and PostgreSQL clients refuse WaitFIFO domains, and so does
 	// Replicas > 0.
 	Wait Wait
+
+	// MaxHold, when > 0, caps how long one lease may be held in total,
+	// counted from the start of its acquisition: renewal never extends the
+	// lease past it (the last renewal extends it only to the cap), and at
+	// the cap, less the drift allowance, the lease is lost: fn's ctx is
+	// cancelled with a cause that matches ErrLockLost and names the max
+	// hold, and Do returns it. Must be above TTL, in whole milliseconds;
+	// 0 means no cap.
+	MaxHold time.Duration
 }
 
 // Wait is how a domain's acquisitions wait for a held lock.
@@ -175,6 +189,9 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	if err := policy.CheckWait(p.Wait, r.MaxAttempts, r.MaxWait, p.Replicas); err != nil {
 		errs = append(errs, err)
 	}
+	if err := policy.CheckMaxHold(p.TTL, p.MaxHold); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -223,17 +240,23 @@ func (r RetryPolicy) newBackOff() backoff.BackOff {
 	return backoff.WithMaxRetries(b, uint64(r.MaxAttempts-1))
 }
 
-// readTTLOverrides parses every LOCKKIT_TTL_* variable, keyed by the whole
-// variable name. An invalid value is an error naming the variable, never a
-// silent default.
-func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
+// readOverrides parses every LOCKKIT_TTL_* and LOCKKIT_MAX_HOLD_*
+// variable, keyed by the whole variable name. An invalid value is an error
+// naming the variable, never a silent default.
+func readOverrides(environ []string) (map[string]time.Duration, error) {
 	var (
 		out  map[string]time.Duration
 		errs []error
 	)
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvTTLPrefix) {
+		check := policy.CheckTTL
+		switch {
+		case !ok:
+			continue
+		case strings.HasPrefix(name, EnvMaxHoldPrefix):
+			check = func(d time.Duration) error { return policy.CheckMaxHold(0, d) } // its ttl is checked by Client.Domain
+		case !strings.HasPrefix(name, EnvTTLPrefix):
 			continue
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(val))
@@ -241,7 +264,7 @@ func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
 			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms", name, val))
 			continue
 		}
-		if err := policy.CheckTTL(d); err != nil {
+		if err := check(d); err != nil {
 			errs = append(errs, fmt.Errorf("lockkit: %s=%q: %w", name, val, err))
 			continue
 		}

@@ -55,14 +55,14 @@ func TestPolicyValidation(t *testing.T) {
 }
 
 func TestTTLOverrides(t *testing.T) {
-	got, err := readTTLOverrides([]string{"PATH=/bin", "LOCKKIT_TTL_TABLE=8s", "LOCKKIT_TTL_USER_DIGEST= 250ms"})
+	got, err := readOverrides([]string{"PATH=/bin", "LOCKKIT_TTL_TABLE=8s", "LOCKKIT_TTL_USER_DIGEST= 250ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["LOCKKIT_TTL_TABLE"] != 8*time.Second || got["LOCKKIT_TTL_USER_DIGEST"] != 250*time.Millisecond || len(got) != 2 {
 		t.Fatalf("overrides = %v", got)
 	}
-	_, err = readTTLOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s", "LOCKKIT_TTL_X=500us", "LOCKKIT_TTL_Y=2ms", "LOCKKIT_TTL_Z=1500us"})
+	_, err = readOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s", "LOCKKIT_TTL_X=500us", "LOCKKIT_TTL_Y=2ms", "LOCKKIT_TTL_Z=1500us"})
 	if err == nil {
 		t.Fatal("invalid values must be an error")
 	}
