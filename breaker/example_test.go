@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,7 +19,7 @@ import (
 // how much longer.
 func ExampleSettings() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithBreaker(breaker.Settings{
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithBreaker(breaker.Settings{
 		ConsecutiveFailures: 3,
 		OpenTimeout:         5 * time.Second,
 	}))

@@ -60,7 +60,7 @@ type Config struct {
 	Warn func(msg string, args ...any)
 }
 
-// Spec is how a backend's constructor (lockkit.Redis, lockkit.Redlock,
+// Spec is how a backend's constructor (goredis.New, goredis.Redlock,
 // postgres.New, or a third party's) hands a backend to lockkit.New: Open is called once, by
 // New. Err, when set, is returned by New instead (a constructor's argument
 // error, reported where the caller handles errors).

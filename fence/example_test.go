@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/goredis"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
@@ -24,7 +25,7 @@ func ExampleSet() {
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 	defer rdb.Close()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}

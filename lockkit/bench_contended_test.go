@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
@@ -52,9 +53,9 @@ const (
 type contender func(ctx context.Context) (release func(), err error)
 
 // newContendedClient is the one place that builds a lockkit.Client, so the
-// coming constructor change (lockkit.New(lockkit.Redis(rdb))) is one edit.
+// coming constructor change (lockkit.New(goredis.New(rdb))) is one edit.
 func newContendedClient(rdb redis.UniversalClient) (*lockkit.Client, error) {
-	return lockkit.New(lockkit.Redis(rdb))
+	return lockkit.New(goredis.New(rdb))
 }
 
 func BenchmarkContendedFloorSetNX10ms(b *testing.B) {

@@ -7,6 +7,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/lockkit/lockkit/goredis"
 )
 
 // BenchmarkDoTelemetry is the cost of lockkit's instrumentation on an
@@ -35,7 +37,7 @@ import (
 func BenchmarkDoTelemetry(b *testing.B) {
 	rdb := benchRedis(b)
 	newBenchClient := func(b *testing.B, opts ...Option) *Client {
-		c, err := New(Redis(rdb), opts...)
+		c, err := New(goredis.New(rdb), opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

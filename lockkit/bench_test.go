@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,7 +31,7 @@ func BenchmarkBaselineSetNXEvalsha(b *testing.B) {
 		if err != nil || !ok {
 			b.Fatal(ok, err)
 		}
-		if n, err := releaseScript.Run(ctx, rdb, []string{key}, token).Int64(); err != nil || n != 1 {
+		if n, err := rediswire.ReleaseScript.Run(ctx, rdb, []string{key}, token).Int64(); err != nil || n != 1 {
 			b.Fatal(n, err)
 		}
 	}
@@ -43,7 +45,7 @@ func BenchmarkAcquireReleaseFenced(b *testing.B) { benchAcquireRelease(b, true) 
 
 func benchAcquireRelease(b *testing.B, fencing bool) {
 	rdb := benchRedis(b)
-	c, err := New(Redis(rdb))
+	c, err := New(goredis.New(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func benchRedis(b *testing.B) *redis.Client {
 	r := testserver.StartRedis(b)
 	rdb := r.Client(b)
 	// Load the scripts once so no run pays the NOSCRIPT fallback.
-	for _, s := range []*redis.Script{acquireScript, releaseScript, extendScript} {
+	for _, s := range []*redis.Script{rediswire.AcquireScript, rediswire.ReleaseScript, rediswire.ExtendScript} {
 		if err := s.Load(context.Background(), rdb).Err(); err != nil {
 			b.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -286,7 +287,7 @@ func TestBreakerLeaseLostLongStop(t *testing.T) {
 //	go test -run '^$' -bench AcquireBreakerOpen -benchmem ./lockkit/
 func BenchmarkAcquireBreakerOpen(b *testing.B) {
 	r := testserver.StartRedis(b)
-	c, err := New(Redis(r.Client(b)), WithLogger(slog.New(slog.DiscardHandler)), WithCommandTimeout(faultCmdTimeout),
+	c, err := New(goredis.New(r.Client(b)), WithLogger(slog.New(slog.DiscardHandler)), WithCommandTimeout(faultCmdTimeout),
 		WithBreaker(breaker.Settings{ConsecutiveFailures: faultTrip, OpenTimeout: time.Hour}))
 	if err != nil {
 		b.Fatal(err)

@@ -99,7 +99,7 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithCommandTimeout bounds each Redis command (acquire, extend, release).
+// WithCommandTimeout bounds each backend command (acquire, extend, release).
 // Keep it well under the shortest TTL. Default: DefaultCommandTimeout.
 //
 // On Redis, the timeout reaches the network only when the go-redis client has
@@ -161,8 +161,8 @@ func WithBreaker(s breaker.Settings) Option {
 	return func(c *Client) { c.brSettings = s }
 }
 
-// New returns a client whose locks live in b: lockkit.Redis(rdb),
-// lockkit.Redlock(nodes...), postgres.New(pool), or any backend written
+// New returns a client whose locks live in b: goredis.New(rdb),
+// goredis.Redlock(nodes...), postgres.New(pool), or any backend written
 // against package driver. The Client applies retries, circuit breakers (one
 // per node), telemetry, lease tracking, renewal and deadlines the same way
 // for every backend, and reports the same errors: contention is
@@ -223,7 +223,7 @@ func (c *Client) open(spec driver.Spec) error {
 		return spec.Err
 	}
 	if spec.Open == nil {
-		return errors.New("lockkit: New: no backend (use lockkit.Redis(rdb), lockkit.Redlock(nodes...) or postgres.New(pool))")
+		return errors.New("lockkit: New: no backend (use goredis.New(rdb), goredis.Redlock(nodes...) or postgres.New(pool))")
 	}
 	be, err := spec.Open(driver.Config{CommandTimeout: c.cmdTimeout, Guard: c.guard, Warn: c.log.Warn})
 	if err != nil {

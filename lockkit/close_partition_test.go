@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
@@ -35,7 +36,7 @@ func TestCloseBoundedDuringPartition(t *testing.T) {
 	proxy, addr := startProxy(t, r.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}) // as the README builds it
 	defer rdb.Close()
-	w, err := New(Redis(rdb), WithLogger(testLogger(t)))
+	w, err := New(goredis.New(rdb), WithLogger(testLogger(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

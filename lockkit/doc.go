@@ -1,6 +1,7 @@
 // Package lockkit is the runtime under lockkit's generated lock helpers:
-// leases with owner-checked scripts on Redis (one node, Sentinel, Cluster or
-// Redlock) or PostgreSQL (package postgres), background renewal that cancels
+// owner-checked leases on any backend of package driver (Redis through
+// package goredis: one node, Sentinel, Cluster or Redlock; PostgreSQL
+// through package postgres; or a third party's), background renewal that cancels
 // the work's ctx when a lease is lost, jittered exponential backoff, a
 // circuit breaker per node, and fencing numbers (enforced at the resource by
 // package fence).
@@ -15,15 +16,15 @@
 //
 // # Semantics
 //
-// Acquire is one round trip: SET NX PX, or for a fencing domain one script
-// that sets the key the same way and issues the fencing number. Release and extend compare the
-// lease's token before they delete or extend, so a lease that expired can
-// never free or prolong someone else's lock (ErrNotHeld).
+// Acquire is one atomic step on the backend, which issues the fencing
+// number in the same step for a fencing domain. Release and extend compare
+// the lease's token before they delete or extend, so a lease that expired
+// can never free or prolong someone else's lock (ErrNotHeld).
 //
 // A lease is valid until start + TTL − drift on this process's monotonic
 // clock, start being taken before the acquire was sent and drift 1% of the
 // TTL + 2ms. It is extended every RenewInterval (default TTL/3). When an
-// extend is refused, or the deadline passes without a successful one (Redis
+// extend is refused, or the deadline passes without a successful one (the backend
 // unreachable, process paused), the lease is lost: Do cancels fn's ctx with
 // an ErrLockLost cause and returns an error matching ErrLockLost.
 //

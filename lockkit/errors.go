@@ -6,7 +6,7 @@ import "errors"
 // domain, key and cause), so callers test with errors.Is.
 //
 // Contention and backend failure are never confused: a lock held by someone
-// else is ErrNotAcquired; a Redis that cannot answer is ErrUnavailable.
+// else is ErrNotAcquired; a backend that cannot answer is ErrUnavailable.
 var (
 	// ErrNotAcquired means the lock is held by someone else: after one attempt
 	// (TryDo, TryAcquire) or after the domain's retry policy ran out of
@@ -15,7 +15,7 @@ var (
 
 	// ErrLockLost means a lease ended before it was released: an extend was
 	// refused (the key expired or is held by someone else), or the lease's local
-	// deadline passed without a successful extend (Redis unreachable, process
+	// deadline passed without a successful extend (the backend unreachable, process
 	// paused). Work protected by the lease must stop: fn's ctx is cancelled
 	// with this error as its cause.
 	ErrLockLost = errors.New("lockkit: lock lost")
@@ -26,7 +26,7 @@ var (
 	ErrNotHeld = errors.New("lockkit: lock not held by this lease")
 
 	// ErrUnavailable means the backend could not answer: network errors,
-	// timeouts, Redis errors such as LOADING or READONLY, or an open circuit
+	// timeouts, server errors (Redis LOADING or READONLY, a PostgreSQL shutdown), or an open circuit
 	// breaker. No lease is granted while the backend is uncertain.
 	ErrUnavailable = errors.New("lockkit: backend unavailable")
 

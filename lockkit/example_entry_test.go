@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/telemetry"
 )
@@ -27,7 +28,7 @@ func ExampleNew() {
 	defer stop()
 	ctx := context.Background()
 
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithOwner("booking-api"))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithOwner("booking-api"))
 	if err != nil {
 		log.Fatal(err) // a refused option or environment override, with the reason
 	}
@@ -45,7 +46,7 @@ func ExampleNew_refused() {
 	os.Setenv("LOCKKIT_TTL_TABEL", "30s") // mistyped
 	defer os.Unsetenv("LOCKKIT_TTL_TABEL")
 
-	_, err := lockkit.New(lockkit.Redis(rdb))
+	_, err := lockkit.New(goredis.New(rdb))
 	fmt.Println(err != nil && strings.Contains(err.Error(), "LOCKKIT_TTL_TABEL names no lock domain"))
 	// Output:
 	// true
@@ -58,7 +59,7 @@ func ExampleRedis() {
 		MasterName:    "locks",
 		SentinelAddrs: []string{"10.0.0.1:26379", "10.0.0.2:26379", "10.0.0.3:26379"},
 	})
-	client, err := lockkit.New(lockkit.Redis(sentinel))
+	client, err := lockkit.New(goredis.New(sentinel))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func ExampleRedis() {
 func ExampleClient_Domain() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func ExampleClient_Close() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func ExampleClient_Close() {
 func ExampleClient_Ping() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func ExampleLock_Acquire() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func ExampleLock_TryAcquire() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func ExampleLease_Release() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func ExampleLease_Extend() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func ExampleTryDoAll() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func ExampleTryDoAll() {
 func ExampleWithBreaker() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithBreaker(breaker.Settings{
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithBreaker(breaker.Settings{
 		ConsecutiveFailures: 3,
 		OpenTimeout:         5 * time.Second,
 	}))
@@ -297,7 +298,7 @@ func ExampleWithCommandTimeout() {
 	ctx := context.Background()
 	spec := lockkit.DomainSpec{Name: "tick", Policy: lockkit.Policy{TTL: 200 * time.Millisecond}}
 	for _, timeout := range []time.Duration{lockkit.DefaultCommandTimeout, 50 * time.Millisecond} {
-		client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithCommandTimeout(timeout))
+		client, err := lockkit.New(goredis.New(rdb), lockkit.WithCommandTimeout(timeout))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -318,7 +319,7 @@ func ExampleWithKeyMode() {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	secret := []byte("from-your-secret-store")
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithTracerProvider(tp),
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithTracerProvider(tp),
 		lockkit.WithKeyMode(telemetry.KeyHashed, secret))
 	if err != nil {
 		log.Fatal(err)
@@ -345,7 +346,7 @@ func ExampleWithLogger() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	logger := slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(os.Stderr, nil)))
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithLogger(logger))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithLogger(logger))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -359,7 +360,7 @@ func ExampleWithMeterProvider() {
 	defer stop()
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func ExampleWithOwner() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithOwner("billing-worker-2"))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithOwner("billing-worker-2"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func ExampleWithTracerProvider() {
 	defer stop()
 	ctx := context.Background()
 	spans := tracetest.NewInMemoryExporter()
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -18,7 +19,7 @@ func ExampleDoAll() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func ExampleLease_Err() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithOwner("billing"))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithOwner("billing"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func ExampleRegisterDomains() {
 
 	os.Setenv("LOCKKIT_TTL_REPROT", "45s") // a typo of LOCKKIT_TTL_REPORT
 	defer os.Unsetenv("LOCKKIT_TTL_REPROT")
-	_, err := lockkit.New(lockkit.Redis(rdb))
+	_, err := lockkit.New(goredis.New(rdb))
 	fmt.Println("mistyped override refused:", err != nil && strings.Contains(err.Error(), "LOCKKIT_TTL_REPROT names no lock domain"))
 	// Output: mistyped override refused: true
 }
@@ -95,7 +96,7 @@ func ExampleRedlock() {
 	defer stop1()
 	n2, stop2 := exampleRedis()
 	defer stop2()
-	client, err := lockkit.New(lockkit.Redlock(n0, n1, n2))
+	client, err := lockkit.New(goredis.Redlock(n0, n1, n2))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -58,7 +59,7 @@ func ExampleDoOn() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func ExampleWithoutReplicaWarning() {
 	rdb, stop := exampleRedis()
 	defer stop()
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithoutReplicaWarning("table"))
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithoutReplicaWarning("table"))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -31,7 +32,7 @@ func ExampleLock_Do() {
 	defer stop()
 	ctx := context.Background()
 
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func ExampleLock_TryDo() {
 	defer stop()
 	ctx := context.Background()
 
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -92,7 +93,7 @@ func ExampleLock_TryDo() {
 func ExampleClient_Health() {
 	rdb, stop := exampleRedis()
 	defer stop()
-	client, err := lockkit.New(lockkit.Redis(rdb))
+	client, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		log.Fatal(err)
 	}

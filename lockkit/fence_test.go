@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/goredis"
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/faultharness"
@@ -60,7 +61,7 @@ func TestFenceIssuedInOneRoundTrip(t *testing.T) {
 		sent = append(sent, name)
 		mu.Unlock()
 	}))
-	c, err := New(Redis(rdb), testOptions(t)...)
+	c, err := New(goredis.New(rdb), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestFenceIncreasesAfterRestartWithDataLoss(t *testing.T) {
 func TestFenceCounterSharesSlotOnCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
-	c, err := New(Redis(cc), testOptions(t)...)
+	c, err := New(goredis.New(cc), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
@@ -597,7 +598,7 @@ func TestFIFOKilledWaiterDelaysByTheBound(t *testing.T) {
 // fifoWaiterChild is the child process of TestFIFOKilledWaiterDelaysByTheBound:
 // it waits in the queue until it is killed.
 func fifoWaiterChild(addr, key string) {
-	c, err := New(Redis(redis.NewClient(&redis.Options{Addr: addr})))
+	c, err := New(goredis.New(redis.NewClient(&redis.Options{Addr: addr})))
 	if err != nil {
 		fmt.Println("error " + err.Error())
 		os.Exit(1)
@@ -619,7 +620,7 @@ func TestFIFORefusals(t *testing.T) {
 	for range 3 {
 		nodes = append(nodes, testserver.StartRedis(t).Client(t))
 	}
-	rl := newClientOn(t, Redlock(nodes...))
+	rl := newClientOn(t, goredis.Redlock(nodes...))
 	d := rl.Domain(DomainSpec{Name: "rl", Policy: fifoPolicy(time.Second, time.Second)})
 	if err := d.Err(); err == nil || !containsAll(err.Error(), "wait fifo", "Redlock") {
 		t.Fatalf("FIFO on Redlock: %v", err)

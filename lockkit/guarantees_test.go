@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
@@ -133,7 +134,7 @@ func TestDoInPausedProcessReportsLoss(t *testing.T) {
 func pausedHolder() {
 	out := func(s string) { fmt.Println(s) }
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("LOCKKIT_PAUSED_HOLDER")})
-	c, err := New(Redis(rdb))
+	c, err := New(goredis.New(rdb))
 	if err != nil {
 		out("error " + err.Error())
 		return

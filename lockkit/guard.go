@@ -3,8 +3,6 @@ package lockkit
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -37,10 +34,6 @@ type guarded struct {
 	byNode map[string]*circuit.Breaker
 	order  []*circuit.Breaker // in creation order, for health reports
 }
-
-// errServerFailure is what the breaker is told of a failure that only the
-// backend marked (driver.Failure); the caller gets the real error.
-var errServerFailure = fmt.Errorf("lockkit: the backend reported a server failure: %w", io.ErrUnexpectedEOF)
 
 // guard wraps be in breakers named after name (or its nodes), registered
 // with c for health reports and telemetry.
@@ -181,15 +174,12 @@ func (g *guarded) guardedAcquire(ctx context.Context, req *driver.Request, send 
 	return realErr
 }
 
-// verdict is what the breaker is told of an acquisition's error.
+// verdict is what the breaker is told of an acquisition's error: contention
+// is an answer (a success); the rest, with the backend's marks
+// (driver.Failure, driver.Capacity), is sorted by circuit.Classify.
 func (g *guarded) verdict(err error) error {
-	switch {
-	case err == nil, errors.Is(err, driver.ErrContended):
+	if errors.Is(err, driver.ErrContended) {
 		return nil
-	case errors.Is(err, driver.ErrCapacity):
-		return redis.ErrPoolExhausted // the breaker's word for "ignored": the node is fine
-	case errors.Is(err, driver.ErrFailure):
-		return errServerFailure
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package lockkit
 import (
 	"context"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
 	"log/slog"
 	"os"
 	"regexp"
@@ -35,7 +36,7 @@ func newClient(t *testing.T, r *testserver.Redis, opts ...Option) *Client {
 // Cluster, a proxied one).
 func newClientOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
-	return newClientOn(t, Redis(rdb), opts...)
+	return newClientOn(t, goredis.New(rdb), opts...)
 }
 
 // newClientOn is newClient over any backend, closed with the test.

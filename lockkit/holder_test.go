@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -40,9 +41,9 @@ func TestOwnerCheckExactWithHolder(t *testing.T) {
 			var got int64
 			var err error
 			if c.name[:6] == "extend" {
-				got, err = extendScript.Run(ctx, rdb, []string{"lock:{k}"}, c.token, 60000).Int64()
+				got, err = rediswire.ExtendScript.Run(ctx, rdb, []string{"lock:{k}"}, c.token, 60000).Int64()
 			} else {
-				got, err = releaseScript.Run(ctx, rdb, []string{"lock:{k}"}, c.token).Int64()
+				got, err = rediswire.ReleaseScript.Run(ctx, rdb, []string{"lock:{k}"}, c.token).Int64()
 			}
 			if err != nil || got != c.want {
 				t.Fatalf("value %q: %s: %d, %v; want %d", v, c.name, got, err, c.want)

@@ -211,7 +211,7 @@ func (l *Lease) deadlineErr() error {
 
 // Extend resets the lease's TTL now. It returns ErrNotHeld, and the lease is
 // lost, when the key no longer holds this lease's token; ErrUnavailable when
-// Redis cannot answer (the lease stays held until its deadline).
+// the backend cannot answer (the lease stays held until its deadline).
 func (l *Lease) Extend(ctx context.Context) error {
 	if l.none() {
 		return errNoLease

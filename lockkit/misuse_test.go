@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
@@ -167,11 +168,11 @@ func TestMisuseNeverPanics(t *testing.T) {
 		"typed-nil Ring":          nilRing,
 		"zero Client":             &redis.Client{},
 	} {
-		wantErr(t, "New(Redis("+name+"))", call(t, name, func() error { _, err := New(Redis(rdb)); return err }), "redis")
+		wantErr(t, "New(Redis("+name+"))", call(t, name, func() error { _, err := New(goredis.New(rdb)); return err }), "redis")
 		wantErr(t, "New(Redlock("+name+"...))", call(t, name, func() error {
-			_, err := New(Redlock(rdb, r.Client(t), r.Client(t)))
+			_, err := New(goredis.Redlock(rdb, r.Client(t), r.Client(t)))
 			return err
 		}), "Redlock")
 	}
-	wantErr(t, "New(…, nil Option)", call(t, "nil Option", func() error { _, err := New(Redis(r.Client(t)), nil); return err }), "option")
+	wantErr(t, "New(…, nil Option)", call(t, "nil Option", func() error { _, err := New(goredis.New(r.Client(t)), nil); return err }), "option")
 }

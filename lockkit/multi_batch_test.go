@@ -16,6 +16,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -62,7 +63,7 @@ func calls(t *testing.T, command string, servers ...*testserver.Redis) int {
 // EVALSHA meets NOSCRIPT (a lost NOSCRIPT reply would leave nothing to test).
 func loadScripts(t *testing.T, rdb *redis.Client) {
 	t.Helper()
-	for _, s := range []*redis.Script{acquireScript, acquireAllScript, releaseScript, extendScript} {
+	for _, s := range []*redis.Script{rediswire.AcquireScript, rediswire.AcquireAllScript, rediswire.ReleaseScript, rediswire.ExtendScript} {
 		if err := s.Load(t.Context(), rdb).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +88,7 @@ func TestDoAllBatchOneScript(t *testing.T) {
 	rdb := r.Client(t)
 	count := &commandCounter{}
 	rdb.AddHook(count)
-	if err := acquireAllScript.Load(t.Context(), rdb).Err(); err != nil {
+	if err := rediswire.AcquireAllScript.Load(t.Context(), rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	c := newClientOver(t, rdb)
@@ -141,7 +142,7 @@ func TestDoAllBatchTakesNoneWhenOneIsHeld(t *testing.T) {
 	rdb := r.Client(t)
 	count := &commandCounter{}
 	rdb.AddHook(count)
-	if err := acquireAllScript.Load(t.Context(), rdb).Err(); err != nil {
+	if err := rediswire.AcquireAllScript.Load(t.Context(), rdb).Err(); err != nil {
 		t.Fatal(err)
 	}
 	c := newClientOver(t, rdb)
@@ -321,7 +322,7 @@ func TestDoAllBatchWaitsForReplicas(t *testing.T) {
 	}
 
 	err = TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, a, r2)
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errReplicas) || !strings.Contains(err.Error(), "1 of 2 within 50ms; the locks of the set were released") {
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, rediswire.ErrReplicas) || !strings.Contains(err.Error(), "1 of 2 within 50ms; the locks of the set were released") {
 		t.Fatalf("TryDoAll needing 2 replicas of 1 = %v, want ErrUnavailable for too few replicas", err)
 	}
 	if n := primary.Client(t).Exists(t.Context(), a.Key(), r2.Key()).Val(); n != 0 {

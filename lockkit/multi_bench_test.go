@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,7 +41,7 @@ func BenchmarkTwoKeys(b *testing.B) {
 
 func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 	rdb := benchRedis(b)
-	if err := acquireAllScript.Load(context.Background(), rdb).Err(); err != nil {
+	if err := rediswire.AcquireAllScript.Load(context.Background(), rdb).Err(); err != nil {
 		b.Fatal(err)
 	}
 	if delayed {
@@ -54,7 +56,7 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 		d := c.Domain(DomainSpec{Name: "bench", Policy: Policy{TTL: 10 * time.Second, Fencing: fencing}})
 		return d.Key(8).Literal("acct:").String("x").Lock(), d.Key(8).Literal("acct:").String("y").Lock()
 	}
-	c, err := New(Redis(rdb))
+	c, err := New(goredis.New(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -64,7 +66,8 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 		b.Fatal("the set is not batched")
 	}
 	c1, err := New(driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
-		return oneByOne{newRedisBackend(rdb, cfg.CommandTimeout)}, nil
+		be, err := goredis.New(rdb).Open(cfg)
+		return oneByOne{be}, err
 	}})
 	if err != nil {
 		b.Fatal(err)

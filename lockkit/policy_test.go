@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/goredis"
 )
 
 func TestPolicyValidation(t *testing.T) {
@@ -82,11 +84,11 @@ func TestTTLOverrides(t *testing.T) {
 
 func TestNewRejectsInvalidEnv(t *testing.T) {
 	t.Setenv("LOCKKIT_TTL_TABLE", "eight seconds")
-	_, err := New(Redis(nil))
+	_, err := New(goredis.New(nil))
 	if err == nil {
-		t.Fatal("New(Redis(nil)) must fail")
+		t.Fatal("New(goredis.New(nil)) must fail")
 	}
-	c, err := New(Redis(fakeUniversal(t)))
+	c, err := New(goredis.New(fakeUniversal(t)))
 	if c != nil || err == nil || !strings.Contains(err.Error(), "LOCKKIT_TTL_TABLE") {
 		t.Fatalf("New = %v, %v; want an error naming LOCKKIT_TTL_TABLE", c, err)
 	}
@@ -98,7 +100,7 @@ func TestNewRejectsInvalidEnv(t *testing.T) {
 func TestNewRejectsOverrideOfNoDomain(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "table"}, DomainSpec{Name: "user_digest"})
 	t.Setenv("LOCKKIT_TTL_TABEL", "9s")
-	c, err := New(Redis(fakeUniversal(t)))
+	c, err := New(goredis.New(fakeUniversal(t)))
 	if c != nil || err == nil {
 		t.Fatalf("New = %v, %v; want an error", c, err)
 	}
@@ -115,7 +117,7 @@ func TestNewRejectsOverrideOfNoDomain(t *testing.T) {
 func TestEnvOverrideValidatedWithPolicy(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "table"})
 	t.Setenv("LOCKKIT_TTL_TABLE", "600ms")
-	c, err := New(Redis(fakeUniversal(t)))
+	c, err := New(goredis.New(fakeUniversal(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +130,7 @@ func TestEnvOverrideValidatedWithPolicy(t *testing.T) {
 func TestEnvOverrideApplies(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "table"}, DomainSpec{Name: "job"})
 	t.Setenv("LOCKKIT_TTL_TABLE", "9s")
-	c, err := New(Redis(fakeUniversal(t)))
+	c, err := New(goredis.New(fakeUniversal(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
@@ -59,7 +60,7 @@ func TestReplicaWarning(t *testing.T) {
 			if c.sentinel {
 				rdb = sen.FailoverClient(t)
 			}
-			cl, err := New(Redis(rdb), opts...)
+			cl, err := New(goredis.New(rdb), opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -85,7 +86,7 @@ func TestReplicaWarningCluster(t *testing.T) {
 	testserver.RequireRedisCLI(t)
 	cl := testserver.StartCluster(t, 3)
 	var logs syncBuffer
-	c, err := New(Redis(cl.Client(t)), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	c, err := New(goredis.New(cl.Client(t)), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

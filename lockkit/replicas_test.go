@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
@@ -20,7 +21,7 @@ func replicaPolicy() Policy {
 // few replicas acknowledged, reported as ErrUnavailable, not contention.
 func wantReplicaFailure(t *testing.T, err error) {
 	t.Helper()
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) || !errors.Is(err, errReplicas) {
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNotAcquired) || !errors.Is(err, rediswire.ErrReplicas) {
 		t.Fatalf("acquire = %v, want ErrUnavailable for too few replicas", err)
 	}
 	if want := "too few replicas acknowledged the lock: 0 of 1 within 50ms; the lock was released"; !strings.Contains(err.Error(), want) {
@@ -193,7 +194,7 @@ func TestReplicaExtendWaits(t *testing.T) {
 	before := lease.Deadline()
 	time.Sleep(20 * time.Millisecond) // a moved deadline would differ
 	err = lease.Extend(t.Context())
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, errReplicas) {
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, rediswire.ErrReplicas) {
 		t.Errorf("extend with the replica frozen = %v, want ErrUnavailable for too few replicas", err)
 	}
 	if after := lease.Deadline(); !after.Equal(before) {

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"log/slog"
 	"slices"
 	"strings"
@@ -50,7 +52,7 @@ func newTelRig(t *testing.T, r *testserver.Redis, opts ...Option) *telRig {
 // newTelRigOver is newTelRig over a given go-redis client.
 func newTelRigOver(t *testing.T, rdb redis.UniversalClient, opts ...Option) *telRig {
 	t.Helper()
-	return newTelRigOn(t, Redis(rdb), opts...)
+	return newTelRigOn(t, goredis.New(rdb), opts...)
 }
 
 // newTelRigOn is newTelRig over any backend.
@@ -1037,7 +1039,7 @@ func (h blockExtend) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (h blockExtend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if slices.Contains(cmd.Args(), any(extendScript.Hash())) {
+		if slices.Contains(cmd.Args(), any(rediswire.ExtendScript.Hash())) {
 			select {
 			case h.waiting <- struct{}{}:
 			default:
@@ -1090,10 +1092,10 @@ func TestTelemetryRenewCutShortByRelease(t *testing.T) {
 // A Redlock acquire span carries one lockkit.redlock.node event per node:
 // its address, its answer and how long it took.
 func TestTelemetryRedlockNodeEvents(t *testing.T) {
-	nodes := redlockNodes(t, 3)
+	nodes := []*testserver.Redis{testserver.StartRedis(t), testserver.StartRedis(t), testserver.StartRedis(t)}
 	rdbs := []redis.UniversalClient{nodes[0].Client(t), nodes[1].Client(t), nodes[2].Client(t)}
 	nodes[2].Kill(t)
-	g := newTelRigOn(t, Redlock(rdbs...))
+	g := newTelRigOn(t, goredis.Redlock(rdbs...))
 	l := lockOn(testDomain(t, g.c, Policy{TTL: 2 * time.Second}), "x")
 	if err := l.Do(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
 		t.Fatalf("Do with 2 of 3 nodes up: %v", err)

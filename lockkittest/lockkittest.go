@@ -26,6 +26,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -61,7 +62,7 @@ func (s *Server) Addr() string { return s.m.Addr() }
 func (s *Server) NewClient(opts ...lockkit.Option) *lockkit.Client {
 	s.t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: s.m.Addr(), ContextTimeoutEnabled: true})
-	c, err := lockkit.New(lockkit.Redis(rdb), opts...)
+	c, err := lockkit.New(goredis.New(rdb), opts...)
 	if err != nil {
 		rdb.Close()
 		s.t.Fatalf("lockkittest: lockkit.New: %v", err)

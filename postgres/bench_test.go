@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
@@ -45,7 +46,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	})
 	c := newClient(b, pool)
 	srv := testserver.StartRedis(b)
-	rc, err := lockkit.New(lockkit.Redis(srv.Client(b)))
+	rc, err := lockkit.New(goredis.New(srv.Client(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func BenchmarkContended(b *testing.B) {
 		srv := testserver.StartRedis(b)
 		runContended(b, func() *lockkit.Client {
 			rdb := srv.Client(b, func(o *redis.Options) { o.PoolSize = 6 })
-			c, err := lockkit.New(lockkit.Redis(rdb))
+			c, err := lockkit.New(goredis.New(rdb))
 			if err != nil {
 				b.Fatal(err)
 			}

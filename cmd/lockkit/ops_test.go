@@ -14,6 +14,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
@@ -39,7 +40,7 @@ func newClient(t *testing.T, addr, owner string) *lockkit.Client {
 // newClientOn is a lockkit client on rdb, which it closes at the end.
 func newClientOn(t *testing.T, rdb redis.UniversalClient, owner string) *lockkit.Client {
 	t.Helper()
-	c, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithOwner(owner))
+	c, err := lockkit.New(goredis.New(rdb), lockkit.WithOwner(owner))
 	if err != nil {
 		t.Fatal(err)
 	}

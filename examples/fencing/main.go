@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/goredis"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -103,12 +104,12 @@ func run(ctx context.Context, w io.Writer, opts *redis.Options) error {
 	// renewal room before the lease's deadline (lockkit refuses a policy
 	// that does not).
 	fast := lockkit.WithCommandTimeout(200 * time.Millisecond)
-	clientA, err := lockkit.New(lockkit.Redis(rdbA), quiet, fast)
+	clientA, err := lockkit.New(goredis.New(rdbA), quiet, fast)
 	if err != nil {
 		return err
 	}
 	defer clientA.Close(context.WithoutCancel(ctx))
-	clientB, err := lockkit.New(lockkit.Redis(rdbB), quiet, fast)
+	clientB, err := lockkit.New(goredis.New(rdbB), quiet, fast)
 	if err != nil {
 		return err
 	}

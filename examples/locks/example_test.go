@@ -10,12 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/examples/locks"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
 func Example() {
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(redis.NewClient(&redis.Options{Addr: "localhost:6379"})))
+	client, err := lockkit.New(goredis.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"})))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func Example() {
 // Example_value shows the explicit form, for dependency injection and tests.
 func Example_value() {
 	ctx := context.Background()
-	client, err := lockkit.New(lockkit.Redis(redis.NewClient(&redis.Options{Addr: "localhost:6379"})))
+	client, err := lockkit.New(goredis.New(redis.NewClient(&redis.Options{Addr: "localhost:6379"})))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestHelpersWithoutDefault(t *testing.T) {
 
 // The keys are the schema's patterns under the prefix, in a hash tag.
 func TestKeys(t *testing.T) {
-	client, err := lockkit.New(lockkit.Redis(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})))
+	client, err := lockkit.New(goredis.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})))
 	if err != nil {
 		t.Fatal(err)
 	}

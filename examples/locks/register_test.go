@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	_ "github.com/lockkit/lockkit/examples/locks"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/redis/go-redis/v9"
 )
@@ -18,14 +19,14 @@ func TestMistypedTTLOverrideRefused(t *testing.T) {
 
 	t.Run("mistyped", func(t *testing.T) {
 		t.Setenv("LOCKKIT_TTL_TABEL", "5s")
-		_, err := lockkit.New(lockkit.Redis(rdb))
+		_, err := lockkit.New(goredis.New(rdb))
 		if err == nil || !strings.Contains(err.Error(), "LOCKKIT_TTL_TABEL names no lock domain") || !strings.Contains(err.Error(), "LOCKKIT_TTL_TABLE") {
 			t.Fatalf("New with a mistyped override = %v; want an error naming it and the real variables", err)
 		}
 	})
 	t.Run("declared", func(t *testing.T) {
 		t.Setenv("LOCKKIT_TTL_USER_DIGEST", "5s")
-		c, err := lockkit.New(lockkit.Redis(rdb))
+		c, err := lockkit.New(goredis.New(rdb))
 		if err != nil {
 			t.Fatalf("New with an override of a declared domain: %v", err)
 		}

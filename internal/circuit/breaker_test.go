@@ -414,7 +414,7 @@ func TestNameAndStateString(t *testing.T) {
 func TestDoAgainstRealRedis(t *testing.T) {
 	r := testserver.StartRedis(t)
 	c := r.Client(t, func(o *redis.Options) {
-		o.ReadTimeout = 50 * time.Millisecond
+		o.ReadTimeout = 250 * time.Millisecond // a loaded machine answers GET well within it
 		o.ContextTimeoutEnabled = false
 	})
 	b := New(r.Addr(), breaker.Settings{ConsecutiveFailures: 3, OpenTimeout: 100 * time.Millisecond})

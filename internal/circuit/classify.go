@@ -7,11 +7,10 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/lockkit/lockkit/driver"
 )
 
 // Outcome is what one request's error says about the health of the backend
@@ -57,21 +56,17 @@ func IsBackendFailure(err error, callerCtx context.Context) bool {
 // rules. callerCtx is the caller's own ctx, not a per-command ctx derived
 // from it; nil is treated as a ctx that never ends.
 func Classify(err error, callerCtx context.Context) Outcome {
-	// redis.Nil first: it is contention, as common as success, and the
-	// reply checks below would allocate for it.
-	if err == nil || errors.Is(err, redis.Nil) {
+	// Contention first: it is as common as success.
+	if err == nil || errors.Is(err, driver.ErrContended) {
 		return Success
 	}
 	if callerEnded(callerCtx) && isCallersEnd(err, callerCtx) {
 		return Ignored
 	}
-	if errors.Is(err, context.Canceled) ||
-		errors.Is(err, redis.ErrClosed) ||
-		errors.Is(err, redis.ErrPoolExhausted) ||
-		isTryAgain(err) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, driver.ErrCapacity) {
 		return Ignored
 	}
-	if isNetworkFailure(err) || isFailureReply(err) {
+	if errors.Is(err, driver.ErrFailure) || isNetworkFailure(err) {
 		return Failure
 	}
 	return Success
@@ -126,8 +121,7 @@ func isNetworkFailure(err error) bool {
 		errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, os.ErrDeadlineExceeded) ||
-		errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, redis.ErrPoolTimeout) {
+		errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
 	var ne net.Error
@@ -140,68 +134,6 @@ func isNetworkFailure(err error) bool {
 			if errno == e {
 				return true
 			}
-		}
-	}
-	return false
-}
-
-// failureCodes are the error-reply codes (the first word of a Redis error)
-// that mean the node cannot serve locks now. Each is matched as a whole
-// word, so "BUSY" does not match BUSYKEY or BUSYGROUP.
-var failureCodes = [...]string{
-	"LOADING",
-	"READONLY",
-	"MASTERDOWN",
-	"CLUSTERDOWN",
-	"BUSY",
-	"NOREPLICAS",
-	"MISCONF",
-	"OOM",
-}
-
-// isFailureReply reports whether err is a Redis error reply that means the
-// node cannot serve. go-redis's typed helpers are used where it has them;
-// the rest is matched on the reply's code.
-func isFailureReply(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	if redis.IsLoadingError(re) ||
-		redis.IsReadOnlyError(re) || // also the Lua-wrapped "-READONLY" form
-		redis.IsMasterDownError(re) ||
-		redis.IsClusterDownError(re) ||
-		redis.IsNoReplicasError(re) ||
-		redis.IsOOMError(re) ||
-		redis.IsMaxClientsError(re) ||
-		redis.HasErrorPrefix(re, "BUSY ") ||
-		redis.HasErrorPrefix(re, "MISCONF ") {
-		return true
-	}
-	return hasWrappedFailureCode(re.Error())
-}
-
-// isTryAgain reports a TRYAGAIN reply: a multi-key request during a Cluster
-// resharding, while the keys' slot is being migrated. The node is healthy and
-// the request fails for a moment only; counting it would let a resharding
-// open the breaker of a master that serves every other key.
-func isTryAgain(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && (redis.IsTryAgainError(re) || strings.Contains(re.Error(), ": -TRYAGAIN "))
-}
-
-// scriptErrorPrefix starts the error Redis 6 and older return when a
-// redis.call inside a script fails; the inner error follows as
-// ": -CODE message".
-const scriptErrorPrefix = "ERR Error running script"
-
-func hasWrappedFailureCode(msg string) bool {
-	if !strings.HasPrefix(msg, scriptErrorPrefix) {
-		return false
-	}
-	for _, code := range failureCodes {
-		if strings.Contains(msg, ": -"+code+" ") {
-			return true
 		}
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
 )
@@ -17,7 +18,7 @@ import (
 // nil, on pool (PostgreSQL).
 func newClient(rdb *redis.Client, pool *pgxpool.Pool, opts ...lockkit.Option) (*lockkit.Client, error) {
 	if rdb != nil {
-		return lockkit.New(lockkit.Redis(rdb), opts...)
+		return lockkit.New(goredis.New(rdb), opts...)
 	}
 	return lockkit.New(postgres.New(pool), opts...)
 }
@@ -27,5 +28,5 @@ var migrate = postgres.Migrate
 
 // newRedlockClient is a Client of the current tree on the Redlock nodes.
 func newRedlockClient(nodes []redis.UniversalClient, opts ...lockkit.Option) (*lockkit.Client, error) {
-	return lockkit.New(lockkit.Redlock(nodes...), opts...)
+	return lockkit.New(goredis.Redlock(nodes...), opts...)
 }

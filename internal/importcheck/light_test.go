@@ -134,3 +134,59 @@ func TestHeavyIsDetected(t *testing.T) {
 		t.Error("lockkit does not link the OpenTelemetry trace API: is go list answering for the right module?")
 	}
 }
+
+// stores are the store clients: each is linked only by its own backend
+// package (and by what an application picks).
+var stores = []string{
+	"github.com/redis/go-redis",
+	"github.com/jackc/pgx",
+	"go.etcd.io/etcd",
+	"github.com/go-zookeeper/zk",
+}
+
+func storeOf(path string) string {
+	for _, p := range stores {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return p
+		}
+	}
+	return ""
+}
+
+// TestRuntimeLinksNoStore: the runtime and the seam link no store's client
+// (go list -deps ./lockkit lists none), and a backend links only its own: a
+// program that uses only PostgreSQL does not link go-redis. The positive
+// rows keep the check honest.
+func TestRuntimeLinksNoStore(t *testing.T) {
+	cases := []struct {
+		pkg   string
+		allow string // the one store the package may (and must) link; "" none
+	}{
+		{"./lockkit", ""},
+		{"./driver", ""},
+		{"./breaker", ""},
+		{"./telemetry", ""},
+		{"./schema", ""},
+		{"./postgres", "github.com/jackc/pgx"},
+		{"./goredis", "github.com/redis/go-redis"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.TrimPrefix(tc.pkg, "./"), func(t *testing.T) {
+			g := deps(t, tc.pkg)
+			linked := map[string]string{}
+			for p := range g.imports {
+				if s := storeOf(p); s != "" {
+					linked[s] = p
+				}
+			}
+			for s, p := range linked {
+				if s != tc.allow {
+					t.Errorf("%s links the store client %s, through\n\t%s", tc.pkg, s, strings.Join(g.chain(p), "\n\t→ "))
+				}
+			}
+			if tc.allow != "" && linked[tc.allow] == "" {
+				t.Errorf("%s does not link %s: is the check looking at the right module?", tc.pkg, tc.allow)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/inspect"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
@@ -22,7 +23,7 @@ func TestInspectSeesRuntimeHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := lockkit.New(lockkit.Redis(rdb), lockkit.WithOwner("checkout-2"))
+	c, err := lockkit.New(goredis.New(rdb), lockkit.WithOwner("checkout-2"))
 	if err != nil {
 		t.Fatal(err)
 	}

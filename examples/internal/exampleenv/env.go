@@ -33,6 +33,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/telemetry/otelsetup"
 )
@@ -212,7 +213,7 @@ func (e *Env) NewClient(opts ...lockkit.Option) (*lockkit.Client, error) {
 // NewRedis. Close closes it before rdb.
 func (e *Env) NewClientOn(rdb *redis.Client, opts ...lockkit.Option) (*lockkit.Client, error) {
 	all := append([]lockkit.Option{lockkit.WithLogger(e.log), lockkit.WithTracerProvider(e.TracerProvider)}, opts...)
-	lk, err := lockkit.New(lockkit.Redis(rdb), all...)
+	lk, err := lockkit.New(goredis.New(rdb), all...)
 	if err != nil {
 		return nil, err
 	}

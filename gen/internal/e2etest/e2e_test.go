@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 )
@@ -21,7 +22,7 @@ func newClient(t *testing.T) *lockkit.Client {
 	t.Helper()
 	testserver.RequireRedis(t)
 	srv := testserver.StartRedis(t)
-	c, err := lockkit.New(lockkit.Redis(srv.Client(t)))
+	c, err := lockkit.New(goredis.New(srv.Client(t)))
 	if err != nil {
 		t.Fatalf("lockkit.New: %v", err)
 	}
@@ -227,7 +228,7 @@ func TestPolicyReachesRuntime(t *testing.T) {
 func BenchmarkKey(b *testing.B) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	c, err := lockkit.New(lockkit.Redis(rdb))
+	c, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/fence"
+	"github.com/lockkit/lockkit/goredis"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
@@ -62,7 +63,7 @@ var (
 // newLockClient builds the lockkit client. It is the one place that knows
 // the constructor's signature.
 func newLockClient(rdb redis.UniversalClient, log *slog.Logger) (*lockkit.Client, error) {
-	return lockkit.New(lockkit.Redis(rdb),
+	return lockkit.New(goredis.New(rdb),
 		lockkit.WithLogger(log),
 		lockkit.WithCommandTimeout(*cmdTO),
 		lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),

@@ -6,12 +6,13 @@ package main
 import (
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
 func main() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
-	if _, err := lockkit.New(lockkit.Redis(rdb)); err != nil {
+	if _, err := lockkit.New(goredis.New(rdb)); err != nil {
 		panic(err)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/examples/locks"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/telemetry/otelsetup"
 )
@@ -60,7 +61,7 @@ func run(workers int, hold, dur time.Duration, table string) (err error) {
 	}
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	c, err := lockkit.New(lockkit.Redis(rdb))
+	c, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lockkit/lockkit/examples/locks"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/telemetry/otelsetup"
 )
@@ -66,7 +67,7 @@ func run(hold time.Duration, table string) (err error) {
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	c, err := lockkit.New(lockkit.Redis(rdb))
+	c, err := lockkit.New(goredis.New(rdb))
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
-package lockkit
+package goredis
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
@@ -9,29 +8,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DoOn runs l's Do with be in place of its Client's backend: for a lock
-// that lives as long as something be holds (postgres.DoTx's transaction),
-// with the Client's retries, telemetry, lease tracking, deadlines and error
-// vocabulary. be is not guarded by the Client's breakers.
-func DoOn(ctx context.Context, l Lock, be driver.Backend, fn func(ctx context.Context, lease *Lease) error) error {
-	if l.d == nil {
-		return ErrNoClient
-	}
-	if be == nil || fn == nil {
-		return fmt.Errorf("lockkit: DoOn %s: nil backend or fn", l.key)
-	}
-	lease, fctx, err := l.acquireOn(ctx, be, true, true)
-	if err != nil {
-		return err
-	}
-	return lease.run(fctx, fn)
-}
-
-// Redis is the backend of one Redis deployment: rdb is a *redis.Client, a
+// New is the backend of one Redis deployment: rdb is a *redis.Client, a
 // Sentinel failover client or a *redis.ClusterClient. The Client opens no
 // connections of its own and never closes rdb. A Cluster gets one circuit
 // breaker per master.
-func Redis(rdb redis.UniversalClient) driver.Spec {
+func New(rdb redis.UniversalClient) driver.Spec {
 	return redisSpec(rdb)
 }
 
@@ -74,7 +55,7 @@ func Redis(rdb redis.UniversalClient) driver.Spec {
 // that many of its own replicas acknowledged.
 func Redlock(nodes ...redis.UniversalClient) driver.Spec {
 	if len(nodes) == 0 {
-		return driver.Spec{Err: errors.New("lockkit: Redlock needs its nodes: lockkit.Redlock(node0, node1, node2) runs Redlock over 3")}
+		return driver.Spec{Err: errors.New("lockkit: Redlock needs its nodes: goredis.Redlock(node0, node1, node2) runs Redlock over 3")}
 	}
 	return redlockSpec(nodes)
 }
@@ -82,7 +63,7 @@ func Redlock(nodes ...redis.UniversalClient) driver.Spec {
 // redisSpec is the backend of one go-redis client.
 func redisSpec(rdb redis.UniversalClient) driver.Spec {
 	if err := checkRedisClient(rdb); err != nil {
-		return driver.Spec{Err: fmt.Errorf("lockkit: New: %w", err)}
+		return driver.Spec{Err: fmt.Errorf("lockkit: goredis.New: %w", err)}
 	}
 	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		warnClient(rdb, cfg)

@@ -1,4 +1,4 @@
-package lockkit
+package goredis
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/rediswire"
+	"github.com/lockkit/lockkit/lockkit"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/lockkit/lockkit/breaker"
@@ -37,6 +39,14 @@ func redlockNodes(t testing.TB, n int, opts ...testserver.RedisOption) []*testse
 // new go-redis client (its own pool, as another process would have).
 func redlockClient(t testing.TB, nodes []*testserver.Redis, opts ...Option) *Client {
 	t.Helper()
+	c, _ := redlockClientBackend(t, nodes, opts...)
+	return c
+}
+
+// redlockClientBackend is redlockClient, and the Redlock backend the Client
+// opened (the Client does not guard a quorum backend as a whole).
+func redlockClientBackend(t testing.TB, nodes []*testserver.Redis, opts ...Option) (*Client, *redlockBackend) {
+	t.Helper()
 	rdbs := make([]redis.UniversalClient, len(nodes))
 	for i, n := range nodes {
 		rdbs[i] = n.Client(t)
@@ -44,7 +54,15 @@ func redlockClient(t testing.TB, nodes []*testserver.Redis, opts ...Option) *Cli
 	if tt, ok := t.(*testing.T); ok {
 		opts = append(testOptions(tt), opts...)
 	}
-	c, err := New(Redlock(rdbs...), opts...)
+	spec := Redlock(rdbs...)
+	var be *redlockBackend
+	open := spec.Open
+	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
+		b, err := open(cfg)
+		be, _ = b.(*redlockBackend)
+		return b, err
+	}
+	c, err := lockkit.New(spec, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +71,7 @@ func redlockClient(t testing.TB, nodes []*testserver.Redis, opts ...Option) *Cli
 		defer cancel()
 		_ = c.Close(ctx)
 	})
-	return c
+	return c, be
 }
 
 // redlockHolders returns, per node, the token the key holds ("" when absent,
@@ -142,12 +160,12 @@ func TestRedlockConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cl, err := New(Redlock(append([]redis.UniversalClient{tc.first}, tc.more...)...))
+			cl, err := lockkit.New(Redlock(append([]redis.UniversalClient{tc.first}, tc.more...)...))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got, want := len(cl.breakers()), 1+len(tc.more); got != want {
+				if got, want := len(cl.Health(t.Context()).Breakers), 1+len(tc.more); got != want {
 					t.Fatalf("%d breakers, want one per node (%d)", got, want)
 				}
 				return
@@ -188,8 +206,8 @@ func TestRedlockFencingRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	single := newClient(t, nodes[0])
-	if d := single.Domain(DomainSpec{Name: "fenced", Policy: Policy{TTL: time.Second, Fencing: true}}); d.err != nil {
-		t.Fatalf("fencing on a single-node client: %v", d.err)
+	if d := single.Domain(DomainSpec{Name: "fenced", Policy: Policy{TTL: time.Second, Fencing: true}}); d.Err() != nil {
+		t.Fatalf("fencing on a single-node client: %v", d.Err())
 	}
 }
 
@@ -240,12 +258,12 @@ func TestRedlockTwoKilled(t *testing.T) {
 	nodes[3].Kill(t)
 	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 10000, InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 15 * time.Second}}
 
-	c := redlockClient(t, nodes)
+	c, be := redlockClientBackend(t, nodes)
 	d := testDomain(t, c, policy)
 	l := lockOn(d, "shared")
 	// The per-node outcomes the acquire span gets.
 	token := "probe-token"
-	_, outs, err := c.be.(nodeReporter).acquireNodes(t.Context(), &driver.Request{Key: l.Key(), Token: token, TTL: d.policy.TTL})
+	_, outs, err := be.acquireNodes(t.Context(), &driver.Request{Key: l.Key(), Token: token, TTL: d.Policy().TTL})
 	if err != nil {
 		t.Fatalf("acquire with 2 of 5 killed: %v (%v)", err, outs)
 	}
@@ -264,7 +282,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 			t.Fatalf("node %d: %v, want %v", i, o, want)
 		}
 	}
-	if _, err := c.be.Release(t.Context(), l.Key(), token); err != nil {
+	if _, err := be.Release(t.Context(), l.Key(), token); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Ping(t.Context()); err != nil {
@@ -431,7 +449,7 @@ func TestRedlockSlowNodeReleasedAfterAnswer(t *testing.T) {
 	for i, n := range nodes {
 		rdbs[i] = n.Client(t)
 	}
-	c := redlockClient(t, nodes, WithCommandTimeout(2*time.Second))
+	c, be := redlockClientBackend(t, nodes, WithCommandTimeout(2*time.Second))
 	d := testDomain(t, c, Policy{TTL: 10 * time.Second, RenewInterval: -1})
 	stall := func() chan error {
 		done := make(chan error, 1)
@@ -482,7 +500,7 @@ func TestRedlockSlowNodeReleasedAfterAnswer(t *testing.T) {
 	afterSleep(done)
 	redlockSettled(t, nodes, l.Key(), nil, "other-owner")
 	var pending int
-	c.be.(*redlockBackend).pending.Range(func(any, any) bool { pending++; return true })
+	be.pending.Range(func(any, any) bool { pending++; return true })
 	if pending != 0 {
 		t.Fatalf("%d acquisitions still pending after every node answered", pending)
 	}
@@ -495,8 +513,8 @@ func TestRedlockSlowNodeReleasedAfterAnswer(t *testing.T) {
 // majority at once and the lease is granted without waiting for them.
 func TestRedlockValidity(t *testing.T) {
 	nodes := redlockNodes(t, 5)
-	const ttl = 150 * time.Millisecond
-	const sleep = 300 * time.Millisecond
+	const ttl = 250 * time.Millisecond
+	const sleep = 600 * time.Millisecond
 	c := redlockClient(t, nodes, WithCommandTimeout(time.Second))
 	d := testDomain(t, c, Policy{TTL: ttl, RenewInterval: -1})
 	stall := func(idx ...int) *sync.WaitGroup {
@@ -530,7 +548,7 @@ func TestRedlockValidity(t *testing.T) {
 	if err != nil {
 		t.Fatalf("2 of 5 stalled: %v", err)
 	}
-	if el > ttl/2 {
+	if el > sleep/2 {
 		t.Fatalf("2 of 5 stalled: acquire took %v, waiting for the stalled nodes", el)
 	}
 	if left := time.Until(lease.Deadline()); left <= 0 || left > ttl {
@@ -757,7 +775,7 @@ func benchRedlockHandwritten(b *testing.B, n int) {
 			return err
 		})
 		fanOut(func(rdb *redis.Client) error {
-			return releaseScript.Run(ctx, rdb, []string{key}, token).Err()
+			return rediswire.ReleaseScript.Run(ctx, rdb, []string{key}, token).Err()
 		})
 	}
 }
@@ -775,11 +793,11 @@ func benchRedlock(b *testing.B, n int, delay time.Duration) {
 		}
 		rdbs[i] = rdb
 	}
-	be := Redis(rdbs[0])
+	be := New(rdbs[0])
 	if n > 1 {
 		be = Redlock(rdbs...)
 	}
-	c, err := New(be)
+	c, err := lockkit.New(be)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -818,9 +836,9 @@ func redlockProxy(tb testing.TB, upstream string, delay time.Duration) string {
 
 // Redlock() with no nodes is a mistake, not a single-node client.
 func TestRedlockWithoutNodesRefused(t *testing.T) {
-	_, err := New(Redlock())
+	_, err := lockkit.New(Redlock())
 	if err == nil || !strings.Contains(err.Error(), "Redlock needs its nodes") {
-		t.Fatalf("New(Redlock()) = %v", err)
+		t.Fatalf("lockkit.New(Redlock()) = %v", err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package lockkit
+package goredis
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/redisclass"
 )
 
 // The Redis backend keeps FIFO waiting's queues (internal/fifo): one
@@ -37,7 +38,7 @@ func (b *redisBackend) QueueAcquire(ctx context.Context, req *driver.Request) (d
 		Wake: b.notifier().Channel(req.Key),
 	})
 	if err != nil {
-		return driver.QueueResult{}, err
+		return driver.QueueResult{}, redisclass.Mark(err)
 	}
 	return queueResult(r), nil
 }
@@ -51,7 +52,8 @@ func queueResult(r fifo.Result) driver.QueueResult {
 
 // QueueRelease is fifo.Release: release, and hand over to the next waiter.
 func (b *redisBackend) QueueRelease(ctx context.Context, key, token, prev string) (bool, error) {
-	return fifo.Release(ctx, b.rdb, key, token, prev)
+	held, err := fifo.Release(ctx, b.rdb, key, token, prev)
+	return held, redisclass.Mark(err)
 }
 
 // QueueSubscribe registers token with the client's Notifier.

@@ -1,4 +1,4 @@
-package lockkit
+package goredis
 
 import (
 	"context"

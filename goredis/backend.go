@@ -1,4 +1,4 @@
-package lockkit
+package goredis
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/redisclass"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -100,7 +102,7 @@ func (b clusterBackend) NodeFor(ctx context.Context, key string) (string, error)
 func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64, error) {
 	keys := []string{req.Key}
 	if req.Fencing {
-		keys = append(keys, req.Key+fenceSuffix)
+		keys = append(keys, policy.FenceKey(req.Key))
 	}
 	var (
 		n   int64
@@ -110,7 +112,7 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	case req.Replicas > 0:
 		n, err = b.acquireReplicated(ctx, keys, req)
 	case req.Fencing:
-		n, err = runOnce(ctx, b.rdb, acquireScript, acquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = runOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
@@ -121,11 +123,8 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	if err == redis.Nil {
 		return 0, driver.ErrContended
 	}
-	return n, err
+	return n, redisclass.Mark(err)
 }
-
-// errReplicas is an acquisition whose write too few replicas acknowledged.
-var errReplicas = errors.New("too few replicas acknowledged the lock")
 
 // acquireReplicated sends the acquire script and WAIT in one pipeline (one
 // round trip) on the node that owns the key. When fewer than p.Replicas
@@ -133,7 +132,7 @@ var errReplicas = errors.New("too few replicas acknowledged the lock")
 // primary knows about can be granted again after a failover.
 func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *driver.Request) (int64, error) {
 	value := holder.Value(p.Token, p.Holder) // the token, and who holds it
-	acq, wait, err := b.evalWithWait(ctx, acquireScript, acquireSrc, keys, []any{value, p.TTL.Milliseconds()}, p.Replicas, p.ReplicaTimeout)
+	acq, wait, err := b.evalWithWait(ctx, rediswire.AcquireScript, rediswire.AcquireSrc, keys, []any{value, p.TTL.Milliseconds()}, p.Replicas, p.ReplicaTimeout)
 	if err != nil {
 		return 0, err
 	}
@@ -147,11 +146,11 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = runOnce(rctx, b.rdb, releaseScript, releaseSrc, keys[:1], p.Token).Result()
+	_, _ = runOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, keys[:1], p.Token).Result()
 	if werr != nil {
-		return 0, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
+		return 0, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)
 	}
-	return 0, fmt.Errorf("%w: %d of %d within %v; the lock was released", errReplicas, acked, p.Replicas, p.ReplicaTimeout)
+	return 0, fmt.Errorf("%w: %d of %d within %v; the lock was released", rediswire.ErrReplicas, acked, p.Replicas, p.ReplicaTimeout)
 }
 
 // evalWithWait sends script and WAIT in one pipeline (one round trip) on the
@@ -229,13 +228,13 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*driver.Request) (
 	if replicas > 0 {
 		fences, err = b.acquireAllReplicated(ctx, keys, args, reqs, replicas, timeout)
 	} else {
-		fences, err = runOnce(ctx, b.rdb, acquireAllScript, acquireAllSrc, keys, args...).Int64Slice()
+		fences, err = runOnce(ctx, b.rdb, rediswire.AcquireAllScript, rediswire.AcquireAllSrc, keys, args...).Int64Slice()
 	}
 	switch {
 	case err == redis.Nil:
 		return nil, driver.ErrContended
 	case err != nil:
-		return nil, err
+		return nil, redisclass.Mark(err)
 	case len(fences) != len(reqs):
 		return nil, fmt.Errorf("acquire-all script returned %d fences for %d locks", len(fences), len(reqs))
 	}
@@ -248,7 +247,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*driver.Request) (
 // asks for (and the longest timeout) covers them all. Too few: every key is
 // released (owner-checked) and the set fails.
 func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, args []any, reqs []*driver.Request, replicas int, timeout time.Duration) ([]int64, error) {
-	acq, wait, err := b.evalWithWait(ctx, acquireAllScript, acquireAllSrc, keys, args, replicas, timeout)
+	acq, wait, err := b.evalWithWait(ctx, rediswire.AcquireAllScript, rediswire.AcquireAllSrc, keys, args, replicas, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -263,17 +262,17 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
 	for _, req := range reqs {
-		_, _ = runOnce(rctx, b.rdb, releaseScript, releaseSrc, []string{req.Key}, req.Token).Result()
+		_, _ = runOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{req.Key}, req.Token).Result()
 	}
 	if werr != nil {
-		return nil, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
+		return nil, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)
 	}
-	return nil, fmt.Errorf("%w: %d of %d within %v; the locks of the set were released", errReplicas, acked, replicas, timeout)
+	return nil, fmt.Errorf("%w: %d of %d within %v; the locks of the set were released", rediswire.ErrReplicas, acked, replicas, timeout)
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := runOnce(ctx, b.rdb, extendScript, extendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
-	return n == 1, err
+	n, err := runOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
+	return n == 1, redisclass.Mark(err)
 }
 
 // ExtendReplicas sends the extend script and WAIT in one pipeline (one
@@ -282,27 +281,27 @@ func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.D
 // primary keeps the longer expiry (it delays the next holder, and grants
 // nothing) and the caller's deadline stays where it was.
 func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (bool, error) {
-	ext, wait, err := b.evalWithWait(ctx, extendScript, extendSrc, []string{key}, []any{token, ttl.Milliseconds()}, replicas, timeout)
+	ext, wait, err := b.evalWithWait(ctx, rediswire.ExtendScript, rediswire.ExtendSrc, []string{key}, []any{token, ttl.Milliseconds()}, replicas, timeout)
 	if err != nil {
-		return false, err
+		return false, redisclass.Mark(err)
 	}
 	n, err := ext.Int64()
 	if err != nil || n != 1 {
-		return false, err
+		return false, redisclass.Mark(err)
 	}
 	acked, werr := wait.Int64()
 	switch {
 	case werr != nil:
-		return false, fmt.Errorf("%w: WAIT: %w", errReplicas, werr)
+		return false, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)
 	case acked < int64(replicas):
-		return false, fmt.Errorf("%w: %d of %d within %v; the extend does not count", errReplicas, acked, replicas, timeout)
+		return false, fmt.Errorf("%w: %d of %d within %v; the extend does not count", rediswire.ErrReplicas, acked, replicas, timeout)
 	}
 	return true, nil
 }
 
 func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := runOnce(ctx, b.rdb, releaseScript, releaseSrc, []string{key}, token).Int64()
-	return n == 1, err
+	n, err := runOnce(ctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{key}, token).Int64()
+	return n == 1, redisclass.Mark(err)
 }
 
 // Ping sends PING. go-redis dials in a goroutine of its own, so a caller

@@ -1,0 +1,45 @@
+// Package rediswire is the Redis backend's layout on the wire: its Lua
+// scripts (acquire, acquire-all, extend, release) and the error of a grant
+// too few replicas acknowledged. goredis sends them; tests that look at the
+// commands on the wire (hooks, MONITOR) name them from here.
+package rediswire
+
+import (
+	_ "embed"
+	"errors"
+
+	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireBody   string
+	AcquireSrc    = policy.NextFenceLua + acquireBody
+	AcquireScript = redis.NewScript(AcquireSrc)
+
+	// Acquire all takes a set of locks that live in one place (DoAll's
+	// batched path): all of them or none, fences by the same rule.
+	//go:embed acquire_all.lua
+	acquireAllBody   string
+	AcquireAllSrc    = policy.NextFenceLua + acquireAllBody
+	AcquireAllScript = redis.NewScript(AcquireAllSrc)
+
+	// Release and extend check the owner exactly: the value is the lease's
+	// token, or its token followed by ';' and a holder description
+	// (internal/holder owns that format and its owns() check).
+	//go:embed release.lua
+	releaseBody   string
+	ReleaseSrc    = holder.OwnsLua + releaseBody
+	ReleaseScript = redis.NewScript(ReleaseSrc)
+
+	//go:embed extend.lua
+	extendBody   string
+	ExtendSrc    = holder.OwnsLua + extendBody
+	ExtendScript = redis.NewScript(ExtendSrc)
+)
+
+// ErrReplicas is an acquisition or extend whose write too few replicas
+// acknowledged.
+var ErrReplicas = errors.New("too few replicas acknowledged the lock")

@@ -1,0 +1,26 @@
+package lockkit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/lockkit/lockkit/driver"
+)
+
+// DoOn runs l's Do with be in place of its Client's backend: for a lock
+// that lives as long as something be holds (postgres.DoTx's transaction),
+// with the Client's retries, telemetry, lease tracking, deadlines and error
+// vocabulary. be is not guarded by the Client's breakers.
+func DoOn(ctx context.Context, l Lock, be driver.Backend, fn func(ctx context.Context, lease *Lease) error) error {
+	if l.d == nil {
+		return ErrNoClient
+	}
+	if be == nil || fn == nil {
+		return fmt.Errorf("lockkit: DoOn %s: nil backend or fn", l.key)
+	}
+	lease, fctx, err := l.acquireOn(ctx, be, true, true)
+	if err != nil {
+		return err
+	}
+	return lease.run(fctx, fn)
+}
