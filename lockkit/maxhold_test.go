@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
@@ -134,7 +135,7 @@ func TestMaxHoldValidated(t *testing.T) {
 func TestMaxHoldEnvOverride(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "capped_env"})
 	t.Setenv("LOCKKIT_MAX_HOLD_CAPPED_ENV", "45s")
-	c, err := New(Redis(fakeUniversal(t)))
+	c, err := New(goredis.New(fakeUniversal(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,12 +149,12 @@ func TestMaxHoldEnvOverride(t *testing.T) {
 	_ = c.Close(context.Background())
 
 	t.Setenv("LOCKKIT_MAX_HOLD_CAPPED_ENV", "soon")
-	if _, err := New(Redis(fakeUniversal(t))); err == nil || !strings.Contains(err.Error(), "LOCKKIT_MAX_HOLD_CAPPED_ENV") {
+	if _, err := New(goredis.New(fakeUniversal(t))); err == nil || !strings.Contains(err.Error(), "LOCKKIT_MAX_HOLD_CAPPED_ENV") {
 		t.Errorf("a max hold that is not a duration: New = %v", err)
 	}
 	t.Setenv("LOCKKIT_MAX_HOLD_CAPPED_ENV", "0")
 	t.Setenv("LOCKKIT_MAX_HOLD_CAPED_ENV", "1m")
-	if _, err := New(Redis(fakeUniversal(t))); err == nil || !strings.Contains(err.Error(), "LOCKKIT_MAX_HOLD_CAPED_ENV names no lock domain") {
+	if _, err := New(goredis.New(fakeUniversal(t))); err == nil || !strings.Contains(err.Error(), "LOCKKIT_MAX_HOLD_CAPED_ENV names no lock domain") {
 		t.Errorf("a mistyped max hold variable: New = %v", err)
 	}
 }
