@@ -97,7 +97,7 @@ type domainView struct {
 	Ref      string // "lockkit.yaml:12"
 	Spec     []kv   // the DomainSpec's fields but Policy
 	Policy   []kv   // the Policy's fields before Retry
-	Retry    []kv   // the RetryPolicy's fields; none for a single attempt
+	Retry    []kv   // the Retry's fields; none for a single attempt
 	Fencing  bool
 	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold
 	TypeDoc  []string // comment lines, without "// "
@@ -208,21 +208,21 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	dv.Policy = []kv{{Key: "TTL", Value: durationExpr(d.TTL)}}
 	switch {
 	case d.Renew < 0:
-		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: "-1", Comment: "never renewed: the lease ends at its deadline"})
+		dv.Policy = append(dv.Policy, kv{Key: "Renew", Value: "-1", Comment: "never renewed: the lease ends at its deadline"})
 	case d.Renew > 0:
-		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: durationExpr(d.Renew)})
+		dv.Policy = append(dv.Policy, kv{Key: "Renew", Value: durationExpr(d.Renew)})
 	}
 	if r := d.Retry; !r.None() && d.Wait == schema.WaitFIFO {
 		// A FIFO wait is bounded by MaxWait; the backoff fields are unused.
 		dv.Retry = []kv{
-			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
+			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
 			{Key: "MaxWait", Value: durationExpr(r.MaxWait)},
 		}
 	} else if !r.None() {
 		dv.Retry = []kv{
-			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
-			{Key: "InitialInterval", Value: durationExpr(r.Initial)},
-			{Key: "MaxInterval", Value: durationExpr(r.Max)},
+			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
+			{Key: "Initial", Value: durationExpr(r.Initial)},
+			{Key: "Max", Value: durationExpr(r.Max)},
 			{Key: "Multiplier", Value: floatLit(r.Multiplier)},
 			{Key: "Jitter", Value: floatLit(r.Jitter)},
 		}

@@ -16,12 +16,12 @@ import (
 
 // The Redis backend's tests drive the real Client, through its public API.
 type (
-	Policy      = lockkit.Policy
-	RetryPolicy = lockkit.RetryPolicy
-	Option      = lockkit.Option
-	Client      = lockkit.Client
-	Lease       = lockkit.Lease
-	DomainSpec  = lockkit.DomainSpec
+	Policy     = lockkit.Policy
+	Retry      = lockkit.Retry
+	Option     = lockkit.Option
+	Client     = lockkit.Client
+	Lease      = lockkit.Lease
+	DomainSpec = lockkit.DomainSpec
 )
 
 var (

@@ -367,7 +367,7 @@ type Domain struct {
 // error is also logged once, here), and a nil client yields a nil Domain,
 // whose locks return ErrNoClient.
 //
-// When LOCKKIT_TTL_<NAME> overrides the TTL, an explicit RenewInterval keeps
+// When LOCKKIT_TTL_<NAME> overrides the TTL, an explicit Renew keeps
 // its share of the TTL (ttl 30s, renew 10s → renew 3s under a 9s override).
 // The policy is validated after the override, against the client's command
 // timeout: a renewal must be able to land before the lease's local deadline.
@@ -385,8 +385,8 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
-		if p.RenewInterval > 0 && p.TTL > 0 {
-			p.RenewInterval = time.Duration(float64(p.RenewInterval) * float64(ttl) / float64(p.TTL))
+		if p.Renew > 0 && p.TTL > 0 {
+			p.Renew = time.Duration(float64(p.Renew) * float64(ttl) / float64(p.TTL))
 		}
 		p.TTL = ttl
 	}

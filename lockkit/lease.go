@@ -21,7 +21,7 @@ type Lease struct {
 	lock  Lock
 	be    driver.Backend // where it is held: the client's backend, or a transaction
 	queue driver.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
-	// firstRenew, when > 0 and sooner than RenewInterval, is when the first
+	// firstRenew, when > 0 and sooner than Renew, is when the first
 	// renewal is due: a handed-over lock has less than the TTL left.
 	firstRenew time.Duration
 	token      string
@@ -102,7 +102,7 @@ func (l *Lease) start() {
 		return
 	}
 	l.expiry = c.sched.add(l.deadline, func() { go l.onDeadline() })
-	if every := l.lock.d.policy.RenewInterval; every > 0 {
+	if every := l.lock.d.policy.Renew; every > 0 {
 		if l.firstRenew > 0 {
 			every = min(every, l.firstRenew)
 		}
@@ -301,7 +301,7 @@ func (l *Lease) extend(parent context.Context) error {
 }
 
 // renewNow extends the lease and schedules the next renewal: after
-// RenewInterval, or sooner after a failed extend. A failed extend does not
+// Renew, or sooner after a failed extend. A failed extend does not
 // lose the lease; only the deadline does.
 func (l *Lease) renewNow() {
 	p := &l.lock.d.policy
@@ -310,12 +310,12 @@ func (l *Lease) renewNow() {
 	ctx, cancel := context.WithDeadline(l.ctx, l.Deadline())
 	err := l.extend(ctx)
 	cancel()
-	next := p.RenewInterval
+	next := p.Renew
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		return // lost; extend said so
 	case err != nil:
-		next = max(p.RenewInterval/4, 5*time.Millisecond)
+		next = max(p.Renew/4, 5*time.Millisecond)
 	}
 	l.mu.Lock()
 	if l.state == held && !l.noRenew && !l.capped {

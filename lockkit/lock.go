@@ -158,7 +158,7 @@ func (l Lock) acquireOn(ctx context.Context, be driver.Backend, retry, forDo boo
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
-		if !retry || p.Retry.MaxAttempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
+		if !retry || p.Retry.Attempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telemetry.OutcomeContended), l.finalError(err, attempts, start, false))

@@ -20,7 +20,7 @@ import (
 func TestMutualExclusion(t *testing.T) {
 	r := testserver.StartRedis(t)
 	const clients, goroutines, perG = 4, 16, 32
-	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 60 * time.Second}}
+	policy := Policy{TTL: 2 * time.Second, Retry: Retry{Attempts: 1000, Initial: time.Millisecond, Max: 20 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 60 * time.Second}}
 	counterKey := t.Name() + ":counter"
 	var sections overlap
 	var wg sync.WaitGroup
@@ -67,7 +67,7 @@ func TestMutualExclusion(t *testing.T) {
 // ErrNotHeld and B's lock stays.
 func TestStolenLock(t *testing.T) {
 	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 200 * time.Millisecond, RenewInterval: -1}
+	policy := Policy{TTL: 200 * time.Millisecond, Renew: -1}
 	a := lockOn(testDomain(t, newClient(t, r), policy), "12")
 	b := lockOn(testDomain(t, newClient(t, r), policy), "12")
 
@@ -111,7 +111,7 @@ func TestCrashedHolderFreedByTTL(t *testing.T) {
 	if err := r.Client(t).Set(t.Context(), crashedKey, "crashed-owner", ttl).Err(); err != nil {
 		t.Fatal(err)
 	}
-	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl, Retry: RetryPolicy{MaxAttempts: 100, InitialInterval: 20 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Multiplier: 1.5}}), "7")
+	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl, Retry: Retry{Attempts: 100, Initial: 20 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 1.5}}), "7")
 	if _, err := l.TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("while the crashed holder's key lives: %v, want ErrNotAcquired", err)
 	}
@@ -186,7 +186,7 @@ func TestLostLeaseWhenRedisPaused(t *testing.T) {
 	if !errors.Is(cause, ErrLockLost) {
 		t.Fatalf("context.Cause = %v, want ErrLockLost", cause)
 	}
-	renew := c.Domain(DomainSpec{Name: "x", Policy: Policy{TTL: ttl}}).Policy().RenewInterval
+	renew := c.Domain(DomainSpec{Name: "x", Policy: Policy{TTL: ttl}}).Policy().Renew
 	if late := cancelledAt.Sub(deadline); late > renew {
 		t.Fatalf("fn's ctx was cancelled %v after the lease deadline, more than one renew interval (%v)", late, renew)
 	}
@@ -197,7 +197,7 @@ func TestLostLeaseWhenRedisPaused(t *testing.T) {
 // the ctx's error, not ErrNotAcquired.
 func TestCtxEndsWait(t *testing.T) {
 	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 100 * time.Millisecond, MaxInterval: time.Second, Multiplier: 2}}
+	policy := Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 1000, Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}}
 	holder := lockOn(testDomain(t, newClient(t, r), policy), "busy")
 	waiter := lockOn(testDomain(t, newClient(t, r), policy), "busy")
 	lease, err := holder.Acquire(t.Context())
@@ -229,7 +229,7 @@ func TestCtxEndsWait(t *testing.T) {
 // ErrNotAcquired and fn does not run.
 func TestContentionOutcomes(t *testing.T) {
 	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 2}}
+	policy := Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 3, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, Multiplier: 2}}
 	holder := lockOn(testDomain(t, newClient(t, r), policy), "busy")
 	waiter := lockOn(testDomain(t, newClient(t, r), policy), "busy")
 	lease, err := holder.Acquire(t.Context())
@@ -261,7 +261,7 @@ func TestContentionOutcomes(t *testing.T) {
 // A dead backend is ErrUnavailable, never ErrNotAcquired.
 func TestDeadBackendIsUnavailable(t *testing.T) {
 	r := testserver.StartRedis(t)
-	policy := Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond}}
+	policy := Policy{TTL: time.Second, Retry: Retry{Attempts: 3, Initial: 10 * time.Millisecond}}
 	l := lockOn(testDomain(t, newClient(t, r), policy), "x")
 	r.Kill(t)
 	for _, try := range []bool{false, true} {

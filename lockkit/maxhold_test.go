@@ -31,7 +31,7 @@ func TestMaxHoldCapsTheLease(t *testing.T) {
 	// A 500ms TTL needs a command timeout that leaves renewals room.
 	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl, MaxHold: maxHold}), "capped")
 	waiter := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)),
-		Policy{TTL: ttl, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxWait: 5 * time.Second}}), "capped")
+		Policy{TTL: ttl, Retry: Retry{Attempts: 1000, Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, MaxWait: 5 * time.Second}}), "capped")
 	rdb := r.Client(t)
 
 	var (

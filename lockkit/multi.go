@@ -189,7 +189,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 		}
 		giveBack(ctx, leases)
 		retryable := errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
-		if !retry || !retryable || p.Retry.MaxAttempts <= 1 || ctx.Err() != nil {
+		if !retry || !retryable || p.Retry.Attempts <= 1 || ctx.Err() != nil {
 			return nil, nil, err
 		}
 		wait, _, ok := sched.next()

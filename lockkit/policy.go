@@ -26,8 +26,8 @@ const (
 	// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
 	DefaultReplicaTimeout = policy.DefaultReplicaTimeout
 
-	// Retry defaults, applied to zero fields of a RetryPolicy with
-	// MaxAttempts > 1.
+	// Retry defaults, applied to zero fields of a Retry with
+	// Attempts > 1.
 	DefaultInitialInterval = policy.DefaultInitialInterval
 	DefaultMaxInterval     = policy.DefaultMaxInterval
 	DefaultMultiplier      = policy.DefaultMultiplier
@@ -54,14 +54,14 @@ type Policy struct {
 	// long a crashed holder blocks others. Must be > 0.
 	TTL time.Duration
 
-	// RenewInterval is how often a held lease is extended. 0 means TTL/3; a
+	// Renew is how often a held lease is extended. 0 means TTL/3; a
 	// negative value turns renewal off, so the lease is lost at its deadline.
 	// Must be < TTL.
-	RenewInterval time.Duration
+	Renew time.Duration
 
 	// Retry is how acquisition waits for a held lock. The zero value makes a
 	// single attempt.
-	Retry RetryPolicy
+	Retry Retry
 
 	// Fencing makes every acquisition return a fencing number (Lease.Fence)
 	// that is strictly increasing per key.
@@ -80,7 +80,7 @@ type Policy struct {
 	// zero value) retries per Retry; WaitFIFO queues it in Redis, in
 	// arrival order, hands the lock over on release and wakes the next
 	// waiter by push (docs/semantics.md). Under WaitFIFO, Retry.MaxWait
-	// (required when MaxAttempts > 1) and ctx bound the wait, MaxAttempts
+	// (required when Attempts > 1) and ctx bound the wait, Attempts
 	// <= 1 makes a single attempt, and the backoff fields are unused.
 	// Only the Redis backend (single, Sentinel, Cluster) keeps queues;
 	// Redlock and PostgreSQL clients refuse WaitFIFO domains, and so does
@@ -106,15 +106,15 @@ const (
 	WaitFIFO = policy.WaitFIFO
 )
 
-// RetryPolicy is jittered exponential backoff for acquiring a held lock.
-type RetryPolicy struct {
-	// MaxAttempts is the number of attempts, the first included; 0 and 1
+// Retry is jittered exponential backoff for acquiring a held lock.
+type Retry struct {
+	// Attempts is the number of attempts, the first included; 0 and 1
 	// both mean a single attempt.
-	MaxAttempts int
-	// InitialInterval is the first wait between attempts (default 50ms).
-	InitialInterval time.Duration
-	// MaxInterval caps a single wait (default 1s).
-	MaxInterval time.Duration
+	Attempts int
+	// Initial is the first wait between attempts (default 50ms).
+	Initial time.Duration
+	// Max caps a single wait (default 1s).
+	Max time.Duration
 	// Multiplier grows the wait after each attempt; >= 1 (default 2).
 	Multiplier float64
 	// Jitter randomizes each wait by ±Jitter×wait; in (0, 1] (0 means the
@@ -122,27 +122,27 @@ type RetryPolicy struct {
 	// collided once retry in lockstep.
 	Jitter float64
 	// MaxWait bounds the whole acquisition, waits and attempts together;
-	// 0 means bounded only by MaxAttempts and ctx.
+	// 0 means bounded only by Attempts and ctx.
 	MaxWait time.Duration
 }
 
 // withDefaults fills the zero fields that have a default.
 func (p Policy) withDefaults() Policy {
-	if p.RenewInterval == 0 {
-		p.RenewInterval = policy.DefaultRenew(p.TTL)
+	if p.Renew == 0 {
+		p.Renew = policy.DefaultRenew(p.TTL)
 	}
 	if p.Replicas > 0 && p.ReplicaTimeout == 0 {
 		p.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	r := &p.Retry
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = 1
+	if r.Attempts == 0 {
+		r.Attempts = 1
 	}
-	if r.InitialInterval == 0 {
-		r.InitialInterval = DefaultInitialInterval
+	if r.Initial == 0 {
+		r.Initial = DefaultInitialInterval
 	}
-	if r.MaxInterval == 0 {
-		r.MaxInterval = max(DefaultMaxInterval, r.InitialInterval)
+	if r.Max == 0 {
+		r.Max = max(DefaultMaxInterval, r.Initial)
 	}
 	if r.Multiplier == 0 {
 		r.Multiplier = DefaultMultiplier
@@ -159,7 +159,7 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	var errs []error
 	if err := policy.CheckTTL(p.TTL); err != nil {
 		errs = append(errs, err)
-	} else if err := policy.CheckRenew(p.TTL, p.RenewInterval, cmdTimeout); err != nil {
+	} else if err := policy.CheckRenew(p.TTL, p.Renew, cmdTimeout); err != nil {
 		errs = append(errs, err)
 	}
 	if p.Replicas < 0 {
@@ -171,14 +171,14 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 		}
 	}
 	r := p.Retry
-	if r.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("retry max attempts must be >= 0 (got %d)", r.MaxAttempts))
+	if r.Attempts < 0 {
+		errs = append(errs, fmt.Errorf("retry max attempts must be >= 0 (got %d)", r.Attempts))
 	}
-	if r.InitialInterval < 0 || r.MaxInterval < 0 || r.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("retry intervals must be >= 0 (got initial %v, max %v, max wait %v)", r.InitialInterval, r.MaxInterval, r.MaxWait))
+	if r.Initial < 0 || r.Max < 0 || r.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("retry intervals must be >= 0 (got initial %v, max %v, max wait %v)", r.Initial, r.Max, r.MaxWait))
 	}
-	if r.MaxInterval < r.InitialInterval {
-		errs = append(errs, fmt.Errorf("retry max interval %v must be >= the initial interval %v", r.MaxInterval, r.InitialInterval))
+	if r.Max < r.Initial {
+		errs = append(errs, fmt.Errorf("retry max interval %v must be >= the initial interval %v", r.Max, r.Initial))
 	}
 	if err := policy.CheckMultiplier(r.Multiplier); err != nil {
 		errs = append(errs, fmt.Errorf("retry %w", err))
@@ -186,7 +186,7 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	if err := policy.CheckJitter(r.Jitter); err != nil {
 		errs = append(errs, fmt.Errorf("retry %w", err))
 	}
-	if err := policy.CheckWait(p.Wait, r.MaxAttempts, r.MaxWait, p.Replicas); err != nil {
+	if err := policy.CheckWait(p.Wait, r.Attempts, r.MaxWait, p.Replicas); err != nil {
 		errs = append(errs, err)
 	}
 	if err := policy.CheckMaxHold(p.TTL, p.MaxHold); err != nil {
@@ -196,10 +196,10 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 }
 
 // retrySchedule is one acquisition's waits between attempts: jittered
-// backoff, bounded by MaxAttempts and by MaxWait from the start. Do and
+// backoff, bounded by Attempts and by MaxWait from the start. Do and
 // DoAll share it.
 type retrySchedule struct {
-	r     *RetryPolicy
+	r     *Retry
 	start time.Time
 	bo    backoff.BackOff // made at the first wait: an uncontended acquire pays nothing
 }
@@ -227,17 +227,17 @@ func (s *retrySchedule) next() (time.Duration, telemetry.Outcome, bool) {
 
 // newBackOff returns a fresh backoff for one acquisition: backoff state must
 // never be shared between acquisitions.
-func (r RetryPolicy) newBackOff() backoff.BackOff {
+func (r Retry) newBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(r.InitialInterval),
-		backoff.WithMaxInterval(r.MaxInterval),
+		backoff.WithInitialInterval(r.Initial),
+		backoff.WithMaxInterval(r.Max),
 		backoff.WithMultiplier(r.Multiplier),
 		backoff.WithRandomizationFactor(r.Jitter),
 		// MaxWait is enforced by the acquire loop against its own start time,
 		// so attempts are counted the same way whatever the clock.
 		backoff.WithMaxElapsedTime(0),
 	)
-	return backoff.WithMaxRetries(b, uint64(r.MaxAttempts-1))
+	return backoff.WithMaxRetries(b, uint64(r.Attempts-1))
 }
 
 // readOverrides parses every LOCKKIT_TTL_* and LOCKKIT_MAX_HOLD_*
