@@ -346,7 +346,6 @@ func maxDigits(t schema.ParamType) int {
 // keyShape shows a domain's keys: lock:{user:<id>:digest}.
 func keyShape(prefix string, segs []schema.Segment) string {
 	var b strings.Builder
-	b.WriteString(prefix + "{")
 	for _, s := range segs {
 		if s.IsParam() {
 			b.WriteString("<" + s.Param + ">")
@@ -354,8 +353,7 @@ func keyShape(prefix string, segs []schema.Segment) string {
 			b.WriteString(s.Literal)
 		}
 	}
-	b.WriteString("}")
-	return strconv.Quote(b.String())
+	return strconv.Quote(policy.Key(prefix, b.String()))
 }
 
 func policyText(d *schema.Domain) string {

@@ -658,8 +658,8 @@ func (c *Client) logErr(key string, err error) string {
 	}
 	shown := c.logKey(key)
 	msg = strings.ReplaceAll(msg, key, shown)
-	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasSuffix(key, "}") && len(key)-i > 2 {
-		msg = strings.ReplaceAll(msg, key[i+1:len(key)-1], shown)
+	if tag := policy.HashTag(key); tag != key {
+		msg = strings.ReplaceAll(msg, tag, shown)
 	}
 	return msg
 }

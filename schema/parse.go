@@ -64,7 +64,7 @@ type parser struct {
 }
 
 // fullKey is the Redis key of a key suffix.
-func (p *parser) fullKey(suffix string) string { return p.prefix + "{" + suffix + "}" }
+func (p *parser) fullKey(suffix string) string { return policy.Key(p.prefix, suffix) }
 
 func (p *parser) add(pos Pos, format string, args ...any) { p.errs.add(pos, format, args...) }
 

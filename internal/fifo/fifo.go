@@ -256,7 +256,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	}
 	keys := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix}
 	if req.Fencing {
-		keys = append(keys, key+FenceSuffix)
+		keys = append(keys, policy.FenceKey(key))
 	}
 	v, err := acquireScript.Run(ctx, rdb, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
 		req.Wake, flag(sharded), req.Holder).Slice()
@@ -305,7 +305,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 // holder (Result.Previous) for as long as the queue lives.
 func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
 	n, err := releaseScript.Run(ctx, rdb,
-		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, key + FenceSuffix},
+		[]string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, policy.FenceKey(key)},
 		token, flag(Sharded(rdb)), prev).Int64()
 	return n == 1, err
 }

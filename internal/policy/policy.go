@@ -144,8 +144,20 @@ const (
 )
 
 // Key is the lock key of suffix (the domain pattern with its parameters
-// encoded) under prefix.
-func Key(prefix, suffix string) string { return prefix + "{" + suffix + "}" }
+// encoded) under prefix. Key, and AppendKeyOpen with AppendKeyClose for a
+// key built in a buffer, are the only places that lay a key out.
+func Key(prefix, suffix string) string {
+	return string(AppendKeyClose(append(AppendKeyOpen(make([]byte, 0, len(prefix)+len(suffix)+2), prefix), suffix...)))
+}
+
+// AppendKeyOpen appends the start of a lock key to dst: prefix and the
+// hash tag's opening brace. The suffix follows, then AppendKeyClose.
+func AppendKeyOpen(dst []byte, prefix string) []byte {
+	return append(append(dst, prefix...), TagOpen)
+}
+
+// AppendKeyClose appends the end of a lock key to dst, after its suffix.
+func AppendKeyClose(dst []byte) []byte { return append(dst, TagClose) }
 
 // HashTag is the part of key that Redis Cluster hashes: what lies between
 // the first '{' and the next '}', when that is not empty, or else the whole
