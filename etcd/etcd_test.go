@@ -197,7 +197,7 @@ func TestStaleToken(t *testing.T) {
 func TestFIFOOrder(t *testing.T) {
 	c := testserver.StartEtcd(t, 1)
 	raw := newCli(t, c)
-	p := lockkit.Policy{TTL: ttl, Fencing: true, Wait: lockkit.WaitFIFO, Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: 60 * time.Second}}
+	p := lockkit.Policy{TTL: ttl, Fencing: true, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
 	cl := newClient(t, c)
 	l := lockOf(cl, "fifo", p, "x")
 	ctx := ctxT(t, 120*time.Second)

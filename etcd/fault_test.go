@@ -161,7 +161,7 @@ func faultRun(t *testing.T, fault func(t *testing.T, c *testserver.EtcdCluster) 
 	rdb := testserver.StartRedis(t).Client(t)
 	h := &history{errs: map[string]int{}}
 	ctx := ctxT(t, 3*time.Minute)
-	p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: lockkit.RetryPolicy{MaxAttempts: 1000, InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: time.Second}}
+	p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: lockkit.Retry{Attempts: 1000, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: time.Second}}
 
 	// The paused holder: granted, then never renews or releases.
 	pbe := openBackend(t, newCli(t, c))

@@ -97,9 +97,9 @@ type domainView struct {
 	Ref      string // "lockkit.yaml:12"
 	Spec     []kv   // the DomainSpec's fields but Policy
 	Policy   []kv   // the Policy's fields before Retry
-	Retry    []kv   // the RetryPolicy's fields; none for a single attempt
+	Retry    []kv   // the Retry's fields; none for a single attempt
 	Fencing  bool
-	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -208,21 +208,21 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	dv.Policy = []kv{{Key: "TTL", Value: durationExpr(d.TTL)}}
 	switch {
 	case d.Renew < 0:
-		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: "-1", Comment: "never renewed: the lease ends at its deadline"})
+		dv.Policy = append(dv.Policy, kv{Key: "Renew", Value: "-1", Comment: "never renewed: the lease ends at its deadline"})
 	case d.Renew > 0:
-		dv.Policy = append(dv.Policy, kv{Key: "RenewInterval", Value: durationExpr(d.Renew)})
+		dv.Policy = append(dv.Policy, kv{Key: "Renew", Value: durationExpr(d.Renew)})
 	}
 	if r := d.Retry; !r.None() && d.Wait == schema.WaitFIFO {
 		// A FIFO wait is bounded by MaxWait; the backoff fields are unused.
 		dv.Retry = []kv{
-			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
+			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
 			{Key: "MaxWait", Value: durationExpr(r.MaxWait)},
 		}
 	} else if !r.None() {
 		dv.Retry = []kv{
-			{Key: "MaxAttempts", Value: strconv.Itoa(r.Attempts)},
-			{Key: "InitialInterval", Value: durationExpr(r.Initial)},
-			{Key: "MaxInterval", Value: durationExpr(r.Max)},
+			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
+			{Key: "Initial", Value: durationExpr(r.Initial)},
+			{Key: "Max", Value: durationExpr(r.Max)},
 			{Key: "Multiplier", Value: floatLit(r.Multiplier)},
 			{Key: "Jitter", Value: floatLit(r.Jitter)},
 		}
@@ -239,6 +239,9 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	if d.Wait == schema.WaitFIFO {
 		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: "lockkit.WaitFIFO"})
+	}
+	if d.MaxHold > 0 {
+		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
 	}
 
 	// Parameters keep their schema names unless one would shadow a name the
@@ -343,7 +346,6 @@ func maxDigits(t schema.ParamType) int {
 // keyShape shows a domain's keys: lock:{user:<id>:digest}.
 func keyShape(prefix string, segs []schema.Segment) string {
 	var b strings.Builder
-	b.WriteString(prefix + "{")
 	for _, s := range segs {
 		if s.IsParam() {
 			b.WriteString("<" + s.Param + ">")
@@ -351,8 +353,7 @@ func keyShape(prefix string, segs []schema.Segment) string {
 			b.WriteString(s.Literal)
 		}
 	}
-	b.WriteString("}")
-	return strconv.Quote(b.String())
+	return strconv.Quote(policy.Key(prefix, b.String()))
 }
 
 func policyText(d *schema.Domain) string {
@@ -392,6 +393,9 @@ func policyText(d *schema.Domain) string {
 			timeout = schema.DefaultReplicaTimeout
 		}
 		parts = append(parts, fmt.Sprintf("waits for %d %s (WAIT, up to %s)", d.Replicas, noun, shortDuration(timeout)))
+	}
+	if d.MaxHold > 0 {
+		parts = append(parts, fmt.Sprintf("held at most %s (%s overrides it)", shortDuration(d.MaxHold), policy.EnvMaxHoldName(d.Name)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -16,13 +16,13 @@ import (
 
 // The Redis backend's tests drive the real Client, through its public API.
 type (
-	Policy      = lockkit.Policy
-	RetryPolicy = lockkit.RetryPolicy
-	Option      = lockkit.Option
-	Client      = lockkit.Client
-	Lease       = lockkit.Lease
-	DomainSpec  = lockkit.DomainSpec
-	Health      = lockkit.Health
+	Policy     = lockkit.Policy
+	Retry      = lockkit.Retry
+	Option     = lockkit.Option
+	Client     = lockkit.Client
+	Lease      = lockkit.Lease
+	DomainSpec = lockkit.DomainSpec
+	Health     = lockkit.Health
 )
 
 var (

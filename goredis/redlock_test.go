@@ -215,7 +215,7 @@ func TestRedlockFencingRefused(t *testing.T) {
 // ErrNotAcquired; extend and release work on all five.
 func TestRedlockFiveNodes(t *testing.T) {
 	nodes := redlockNodes(t, 5)
-	policy := Policy{TTL: 5 * time.Second, RenewInterval: -1}
+	policy := Policy{TTL: 5 * time.Second, Renew: -1}
 	a := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
 	b := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
 	la, err := a.TryAcquire(t.Context())
@@ -256,7 +256,7 @@ func TestRedlockTwoKilled(t *testing.T) {
 	nodes := redlockNodes(t, 5)
 	nodes[1].Kill(t)
 	nodes[3].Kill(t)
-	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 10000, InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 15 * time.Second}}
+	policy := Policy{TTL: 2 * time.Second, Retry: Retry{Attempts: 10000, Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2, Jitter: 0.5, MaxWait: 15 * time.Second}}
 
 	c, be := redlockClientBackend(t, nodes)
 	d := testDomain(t, c, policy)
@@ -344,7 +344,7 @@ func TestRedlockThreeKilled(t *testing.T) {
 	for _, i := range []int{0, 2, 4} {
 		nodes[i].Kill(t)
 	}
-	policy := Policy{TTL: 2 * time.Second, Retry: RetryPolicy{MaxAttempts: 3, InitialInterval: 5 * time.Millisecond}}
+	policy := Policy{TTL: 2 * time.Second, Retry: Retry{Attempts: 3, Initial: 5 * time.Millisecond}}
 	c := redlockClient(t, nodes)
 	l := lockOn(testDomain(t, c, policy), "x")
 	for i := range 8 {
@@ -450,7 +450,7 @@ func TestRedlockSlowNodeReleasedAfterAnswer(t *testing.T) {
 		rdbs[i] = n.Client(t)
 	}
 	c, be := redlockClientBackend(t, nodes, WithCommandTimeout(2*time.Second))
-	d := testDomain(t, c, Policy{TTL: 10 * time.Second, RenewInterval: -1})
+	d := testDomain(t, c, Policy{TTL: 10 * time.Second, Renew: -1})
 	stall := func() chan error {
 		done := make(chan error, 1)
 		go func() {
@@ -516,7 +516,7 @@ func TestRedlockValidity(t *testing.T) {
 	const ttl = 250 * time.Millisecond
 	const sleep = 600 * time.Millisecond
 	c := redlockClient(t, nodes, WithCommandTimeout(time.Second))
-	d := testDomain(t, c, Policy{TTL: ttl, RenewInterval: -1})
+	d := testDomain(t, c, Policy{TTL: ttl, Renew: -1})
 	stall := func(idx ...int) *sync.WaitGroup {
 		var wg sync.WaitGroup
 		for _, i := range idx {
@@ -578,7 +578,7 @@ func TestRedlockExtendReleaseMajority(t *testing.T) {
 		rdbs[i] = n.Client(t)
 	}
 	c := redlockClient(t, nodes, WithCommandTimeout(time.Second)) // no straggler times out on a loaded machine
-	d := testDomain(t, c, Policy{TTL: 5 * time.Second, RenewInterval: -1})
+	d := testDomain(t, c, Policy{TTL: 5 * time.Second, Renew: -1})
 
 	l := lockOn(d, "a")
 	lease, err := l.TryAcquire(t.Context())
@@ -655,7 +655,7 @@ func TestRedlockExtendReleaseMajority(t *testing.T) {
 // lease held on a minority and loses it. With the append-only file
 // (appendfsync always) the restarted nodes remember A's key and B is refused.
 func TestRedlockRestartDataLoss(t *testing.T) {
-	policy := Policy{TTL: 10 * time.Second, RenewInterval: -1}
+	policy := Policy{TTL: 10 * time.Second, Renew: -1}
 	run := func(t *testing.T, nodes []*testserver.Redis) (bGranted bool) {
 		a := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
 		la, err := a.TryAcquire(t.Context())

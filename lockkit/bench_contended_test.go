@@ -81,15 +81,15 @@ func BenchmarkContendedFloorSetNX10ms(b *testing.B) {
 }
 
 func BenchmarkContendedLockkitPolling10ms(b *testing.B) {
-	benchLockkit(b, lockkit.RetryPolicy{MaxAttempts: math.MaxInt32, InitialInterval: contendedPollPeriod,
-		MaxInterval: contendedPollPeriod, Multiplier: 1})
+	benchLockkit(b, lockkit.Retry{Attempts: math.MaxInt32, Initial: contendedPollPeriod,
+		Max: contendedPollPeriod, Multiplier: 1})
 }
 
 func BenchmarkContendedLockkitPollingDefault(b *testing.B) {
-	benchLockkit(b, lockkit.RetryPolicy{MaxAttempts: math.MaxInt32})
+	benchLockkit(b, lockkit.Retry{Attempts: math.MaxInt32})
 }
 
-func benchLockkit(b *testing.B, retry lockkit.RetryPolicy) {
+func benchLockkit(b *testing.B, retry lockkit.Retry) {
 	runContended(b, func(b *testing.B, rdb *redis.Client, _ *wakeStats) contender {
 		c, err := newContendedClient(rdb)
 		if err != nil {
@@ -121,7 +121,7 @@ func BenchmarkContendedLockkitFIFO(b *testing.B) {
 		}
 		b.Cleanup(func() { _ = c.Close(context.Background()) })
 		d := c.Domain(lockkit.DomainSpec{Name: "bench", Policy: lockkit.Policy{TTL: 10 * time.Second, Wait: lockkit.WaitFIFO,
-			Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Minute}}})
+			Retry: lockkit.Retry{Attempts: 2, MaxWait: time.Minute}}})
 		if err := d.Err(); err != nil {
 			b.Fatal(err)
 		}

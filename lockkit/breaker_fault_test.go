@@ -115,7 +115,7 @@ func TestBreakerOpenRefusesButRenewsAndReleases(t *testing.T) {
 	rec := &transitionLog{}
 	c := newClient(t, r, WithCommandTimeout(faultCmdTimeout),
 		WithBreaker(breaker.Settings{ConsecutiveFailures: faultTrip, OpenTimeout: time.Hour, OnStateChange: rec.record}))
-	retrying := Policy{TTL: 30 * time.Second, Retry: RetryPolicy{MaxAttempts: 50, InitialInterval: 200 * time.Millisecond, MaxWait: 3 * time.Second}}
+	retrying := Policy{TTL: 30 * time.Second, Retry: Retry{Attempts: 50, Initial: 200 * time.Millisecond, MaxWait: 3 * time.Second}}
 	d := testDomain(t, c, retrying)
 	held, err := lockOn(d, "held").Acquire(t.Context())
 	if err != nil {

@@ -208,7 +208,7 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 	if err := c.open(b); err != nil {
 		return nil, err
 	}
-	ttlEnv, err := readTTLOverrides(environ())
+	ttlEnv, err := readOverrides(environ())
 	if err == nil {
 		err = checkOverridesNameDomains(ttlEnv)
 	}
@@ -321,6 +321,7 @@ func RegisterDomains(specs ...DomainSpec) {
 	}
 	for _, s := range specs {
 		registered.byEnv[policy.EnvName(s.Name)] = s.Name
+		registered.byEnv[policy.EnvMaxHoldName(s.Name)] = s.Name
 	}
 }
 
@@ -381,7 +382,7 @@ type Domain struct {
 // error is also logged once, here), and a nil client yields a nil Domain,
 // whose locks return ErrNoClient.
 //
-// When LOCKKIT_TTL_<NAME> overrides the TTL, an explicit RenewInterval keeps
+// When LOCKKIT_TTL_<NAME> overrides the TTL, an explicit Renew keeps
 // its share of the TTL (ttl 30s, renew 10s → renew 3s under a 9s override).
 // The policy is validated after the override, against the client's command
 // timeout: a renewal must be able to land before the lease's local deadline.
@@ -399,10 +400,15 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
-		if p.RenewInterval > 0 && p.TTL > 0 {
-			p.RenewInterval = time.Duration(float64(p.RenewInterval) * float64(ttl) / float64(p.TTL))
+		if p.Renew > 0 && p.TTL > 0 {
+			p.Renew = time.Duration(float64(p.Renew) * float64(ttl) / float64(p.TTL))
 		}
 		p.TTL = ttl
+	}
+	maxHoldEnv := policy.EnvMaxHoldName(spec.Name)
+	maxHold, maxHoldOverridden := c.ttlEnv[maxHoldEnv]
+	if maxHoldOverridden {
+		p.MaxHold = maxHold
 	}
 	d.policy = p.withDefaults()
 	var errs []error
@@ -415,6 +421,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if err := d.policy.validate(c.cmdTimeout); err != nil {
 		if overridden {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
+		}
+		if maxHoldOverridden {
+			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold, maxHoldEnv)
 		}
 		errs = append(errs, err)
 	}
@@ -667,8 +676,8 @@ func (c *Client) logErr(key string, err error) string {
 	}
 	shown := c.logKey(key)
 	msg = strings.ReplaceAll(msg, key, shown)
-	if i := strings.IndexByte(key, '{'); i >= 0 && strings.HasSuffix(key, "}") && len(key)-i > 2 {
-		msg = strings.ReplaceAll(msg, key[i+1:len(key)-1], shown)
+	if tag := policy.HashTag(key); tag != key {
+		msg = strings.ReplaceAll(msg, tag, shown)
 	}
 	return msg
 }

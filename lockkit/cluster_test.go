@@ -135,7 +135,7 @@ func TestClusterReshardMoved(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	cc := cl.Client(t)
 	c := newClientOver(t, cc)
-	d := testDomain(t, c, Policy{TTL: 5 * time.Second, RenewInterval: -1, Fencing: true})
+	d := testDomain(t, c, Policy{TTL: 5 * time.Second, Renew: -1, Fencing: true})
 	l := lockOn(d, "moving")
 	lease, err := l.TryAcquire(t.Context())
 	if err != nil {

@@ -23,7 +23,7 @@
 //
 // A lease is valid until start + TTL − drift on this process's monotonic
 // clock, start being taken before the acquire was sent and drift 1% of the
-// TTL + 2ms. It is extended every RenewInterval (default TTL/3). When an
+// TTL + 2ms. It is extended every Renew (default TTL/3). When an
 // extend is refused, or the deadline passes without a successful one (the backend
 // unreachable, process paused), the lease is lost: Do cancels fn's ctx with
 // an ErrLockLost cause and returns an error matching ErrLockLost.

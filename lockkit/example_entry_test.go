@@ -81,7 +81,7 @@ func ExampleClient_Domain() {
 	accounts := client.Domain(lockkit.DomainSpec{
 		Name:    "account",
 		Pattern: "account:{id}",
-		Policy:  lockkit.Policy{TTL: 5 * time.Second, Retry: lockkit.RetryPolicy{MaxAttempts: 10, MaxWait: 2 * time.Second}},
+		Policy:  lockkit.Policy{TTL: 5 * time.Second, Retry: lockkit.Retry{Attempts: 10, MaxWait: 2 * time.Second}},
 	})
 	fmt.Println(accounts.Key(16).Literal("account:").String("a:b{c}").Lock().Key())
 	// Output:

@@ -167,7 +167,7 @@ func TestFenceScenarioPostgres(t *testing.T) {
 	tbl := fence.Table{Table: "bookings", KeyColumn: "id"}
 	const ttl = 500 * time.Millisecond // well above a slow reply on a loaded machine
 	pa := fencing(ttl)
-	pa.RenewInterval = -1 // a paused process renews nothing
+	pa.Renew = -1 // a paused process renews nothing
 	// A short TTL needs a command timeout that leaves renewals room.
 	a := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), pa), "12")
 	b := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), fencing(ttl)), "12")

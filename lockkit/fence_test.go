@@ -23,7 +23,7 @@ import (
 )
 
 func fencing(ttl time.Duration) Policy {
-	return Policy{TTL: ttl, Fencing: true, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 2 * time.Millisecond, MaxInterval: 25 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 5 * time.Second}}
+	return Policy{TTL: ttl, Fencing: true, Retry: Retry{Attempts: 1000, Initial: 2 * time.Millisecond, Max: 25 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 5 * time.Second}}
 }
 
 // serverMicros is the server's clock, as TIME gives it, in microseconds.
@@ -171,7 +171,7 @@ func TestFenceIncreasesAcrossClients(t *testing.T) {
 func TestFenceIncreasesAfterExpiry(t *testing.T) {
 	r := testserver.StartRedis(t)
 	p := fencing(150 * time.Millisecond)
-	p.RenewInterval = -1
+	p.Renew = -1
 	a := lockOn(testDomain(t, newClient(t, r), p), "12")
 	b := lockOn(testDomain(t, newClient(t, r), p), "12")
 	la, err := a.TryAcquire(t.Context())
@@ -330,7 +330,7 @@ func TestFenceScenarioRedis(t *testing.T) {
 	const booking = "booking:table:12"
 	const ttl = 500 * time.Millisecond // well above a slow reply on a loaded machine
 	pa := fencing(ttl)
-	pa.RenewInterval = -1
+	pa.Renew = -1
 	// A short TTL needs a command timeout that leaves renewals room.
 	a := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), pa), "12")
 	b := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), fencing(ttl)), "12")
@@ -425,9 +425,9 @@ func runFencingStress(t *testing.T, r *testserver.Redis, write stressWrite) stre
 		p := fencing(ttl)
 		p.Retry.MaxWait = 2 * time.Second
 		if ci%2 == 0 {
-			p.RenewInterval = -1
+			p.Renew = -1
 		} else {
-			p.RenewInterval = 40 * time.Millisecond // room for the drift and the 100ms command timeout
+			p.Renew = 40 * time.Millisecond // room for the drift and the 100ms command timeout
 		}
 		// Lost leases are counted, not logged: there are dozens. A pool as
 		// large as the goroutines, so no command waits for a connection,

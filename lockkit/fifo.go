@@ -41,7 +41,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	pl := new(pendingLease)
 	req := &pl.req
 	*req = driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
-	retry = retry && p.Retry.MaxAttempts > 1
+	retry = retry && p.Retry.Attempts > 1
 	var (
 		attempts  int
 		contended bool
@@ -83,9 +83,9 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			// otherwise extend now.
 			need := time.Until(validUntil) - c.cmdTimeout // an extend sent later may land too late
 			switch {
-			case p.RenewInterval > 0 && p.RenewInterval <= need:
+			case p.Renew > 0 && p.Renew <= need:
 				// The usual schedule renews in time.
-			case p.RenewInterval > 0 && need > c.cmdTimeout:
+			case p.Renew > 0 && need > c.cmdTimeout:
 				firstRenew = need / 2
 			default:
 				esent := time.Now()

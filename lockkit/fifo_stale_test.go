@@ -136,7 +136,7 @@ func TestFIFOLatePushIsNotAGrant(t *testing.T) {
 
 	p := fifoPolicy(100*time.Millisecond, 10*time.Second)
 	p.Fencing = true
-	p.RenewInterval = 10 * time.Millisecond
+	p.Renew = 10 * time.Millisecond
 	hp := p
 	hp.TTL = 10 * time.Second
 	// A 100ms lease renewed every TTL/3 needs a command timeout that

@@ -30,7 +30,7 @@ import (
 
 // fifoPolicy is a FIFO domain's policy: waits bounded by maxWait.
 func fifoPolicy(ttl, maxWait time.Duration) Policy {
-	return Policy{TTL: ttl, Wait: WaitFIFO, Retry: RetryPolicy{MaxAttempts: 2, MaxWait: maxWait}}
+	return Policy{TTL: ttl, Wait: WaitFIFO, Retry: Retry{Attempts: 2, MaxWait: maxWait}}
 }
 
 // fifoDomain binds the FIFO domain of the test on c; every client of a test
@@ -635,7 +635,7 @@ func TestFIFORefusals(t *testing.T) {
 	if err := c.Domain(DomainSpec{Name: "w", Policy: p}).Err(); err == nil || !containsAll(err.Error(), "max_wait") {
 		t.Fatalf("FIFO without a max wait: %v", err)
 	}
-	p.Retry.MaxAttempts = 1 // a single attempt needs no bound
+	p.Retry.Attempts = 1 // a single attempt needs no bound
 	if err := c.Domain(DomainSpec{Name: "one", Policy: p}).Err(); err != nil {
 		t.Fatalf("FIFO with a single attempt: %v", err)
 	}

@@ -124,7 +124,7 @@ func TestCloseEndsEveryWait(t *testing.T) {
 	admin := r.Client(t)
 	holderC := newClient(t, r)
 	waiterC := newClient(t, r)
-	poll := Policy{TTL: 10 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, MaxWait: 20 * time.Second}}
+	poll := Policy{TTL: 10 * time.Second, Retry: Retry{Attempts: 1000, MaxWait: 20 * time.Second}}
 	fp := fifoPolicy(10*time.Second, 20*time.Second)
 	hp, hf := testDomain(t, holderC, poll), fifoDomain(t, holderC, fp)
 	wp, wf := testDomain(t, waiterC, poll), fifoDomain(t, waiterC, fp)

@@ -119,7 +119,7 @@ func pausedHolder() {
 		return
 	}
 	key := os.Getenv("LOCKKIT_PAUSED_KEY")
-	d := c.Domain(DomainSpec{Name: "paused", Policy: Policy{TTL: 300 * time.Millisecond, RenewInterval: -1}})
+	d := c.Domain(DomainSpec{Name: "paused", Policy: Policy{TTL: 300 * time.Millisecond, Renew: -1}})
 	in := bufio.NewReader(os.Stdin)
 	err = Lock{d: d, key: key}.Do(context.Background(), func(ctx context.Context, lease *Lease) error {
 		out("in fn")
@@ -143,7 +143,7 @@ func pausedHolder() {
 func TestCloseTimeoutLeavesRunningDoToExpire(t *testing.T) {
 	r := testserver.StartRedis(t)
 	c := newClient(t, r)
-	l := lockOn(testDomain(t, c, Policy{TTL: 600 * time.Millisecond, RenewInterval: 50 * time.Millisecond}), "slow")
+	l := lockOn(testDomain(t, c, Policy{TTL: 600 * time.Millisecond, Renew: 50 * time.Millisecond}), "slow")
 	inFn := make(chan struct{})
 	doErr := make(chan error, 1)
 	release := make(chan struct{})
@@ -210,7 +210,7 @@ func TestCloseBoundedByCtx(t *testing.T) {
 func TestLostLeasesAreUntracked(t *testing.T) {
 	r := testserver.StartRedis(t)
 	g := newTelRig(t, r)
-	d := testDomain(t, g.c, Policy{TTL: 5 * time.Second, RenewInterval: 30 * time.Millisecond})
+	d := testDomain(t, g.c, Policy{TTL: 5 * time.Second, Renew: 30 * time.Millisecond})
 	rdb := r.Client(t)
 	const n = 100
 	leases := make([]*Lease, n)

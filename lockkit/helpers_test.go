@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
@@ -53,6 +54,9 @@ func newClientOn(t *testing.T, be driver.Spec, opts ...Option) *Client {
 	})
 	return c
 }
+
+// fenceSuffix ends a lock key's fence counter key (policy.FenceKey).
+const fenceSuffix = policy.FenceSuffix
 
 // testDomain binds a domain named after the test, so tests never share keys.
 func testDomain(t *testing.T, c *Client, p Policy) *Domain {

@@ -7,11 +7,11 @@ import (
 	"github.com/lockkit/lockkit/internal/policy"
 )
 
-// A lock key is Prefix + "{" + suffix + "}" and its fencing counter is the
-// lock key + ":fence". The braces are a Redis Cluster hash tag, so a lock and
-// its counter always share a slot; the escaping below keeps '{' and '}' out of
-// parameters so a parameter can never move the tag.
-const fenceSuffix = policy.FenceSuffix
+// internal/policy lays out a lock key (Prefix, then the suffix in braces)
+// and its fencing counter (policy.FenceKey). The braces are a Redis Cluster
+// hash tag, so a lock and its counter always share a slot; the escaping
+// below keeps '{' and '}' out of parameters so a parameter can never move
+// the tag.
 
 // KeyBuilder builds one lock key of a domain, for generated code. Each method
 // appends to the key and returns the builder; Lock finishes it. Building a key
@@ -32,8 +32,7 @@ func (d *Domain) Key(sizeHint int) KeyBuilder {
 	// allocate gigabytes; append grows the buffer as needed.
 	sizeHint = max(0, min(sizeHint, maxKeyHint))
 	buf := make([]byte, 0, len(d.prefix)+sizeHint+2+8)
-	buf = append(buf, d.prefix...)
-	buf = append(buf, '{')
+	buf = policy.AppendKeyOpen(buf, d.prefix)
 	return KeyBuilder{d: d, buf: buf}
 }
 
@@ -64,7 +63,7 @@ func (b KeyBuilder) Lock() Lock {
 	}
 	// Copy rather than alias the buffer: a builder value used again after Lock
 	// would otherwise overwrite the closing brace of a key already handed out.
-	key := string(append(b.buf, '}'))
+	key := string(policy.AppendKeyClose(b.buf))
 	// The tag is what lies between the prefix's '{' and the final '}'. A
 	// bad one is refused by every method of the Lock (its acquisitions).
 	err := policy.CheckTag(key, key[len(b.d.prefix)+1:len(key)-1])

@@ -41,7 +41,7 @@ func TestKeyHashedLogLinesQuoteNoRawKey(t *testing.T) {
 	}
 
 	// Lost by a refused extend.
-	d2 := c.Domain(DomainSpec{Name: "refused", Prefix: "lock:" + t.Name() + ":r:", Policy: Policy{TTL: 5 * time.Second, RenewInterval: -1}})
+	d2 := c.Domain(DomainSpec{Name: "refused", Prefix: "lock:" + t.Name() + ":r:", Policy: Policy{TTL: 5 * time.Second, Renew: -1}})
 	refused := pii(d2)
 	lease, err := refused.Acquire(t.Context())
 	if err != nil {

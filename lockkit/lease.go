@@ -21,7 +21,7 @@ type Lease struct {
 	lock  Lock
 	be    driver.Backend // where it is held: the client's backend, or a transaction
 	queue driver.Queue   // a FIFO domain's queue: its release hands the lock over; nil otherwise
-	// firstRenew, when > 0 and sooner than RenewInterval, is when the first
+	// firstRenew, when > 0 and sooner than Renew, is when the first
 	// renewal is due: a handed-over lock has less than the TTL left.
 	firstRenew time.Duration
 	token      string
@@ -36,9 +36,13 @@ type Lease struct {
 	runDone  chan struct{} // closed when Do has released the lease; nil for Acquire
 
 	mu       sync.Mutex
-	deadline time.Time  // monotonic; start of the winning attempt + TTL - drift
-	expiry   schedEntry // runs onDeadline at deadline
-	renew    schedEntry // runs the next extend when due; never queued when renewal is off
+	deadline time.Time // monotonic; start of the winning attempt + TTL - drift
+	// holdEnd, when the domain has a max hold, is the deadline the lease
+	// can never pass: start of the winning attempt + MaxHold − drift.
+	holdEnd time.Time
+	capped  bool       // an extend reached holdEnd: renewal has nothing left to do
+	expiry  schedEntry // runs onDeadline at deadline
+	renew   schedEntry // runs the next extend when due; never queued when renewal is off
 	// ctx is done once the lease is lost or released, with the cause
 	// (ended) saying which. It is made on first use (Done, Do, a renewal):
 	// a lease that is taken and given back without one costs no ctx.
@@ -70,6 +74,23 @@ func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int6
 		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
 	}
 	*lease = Lease{lock: l, be: be, token: token, fence: fence, deadline: deadline, hold: hold, logCtx: logCtx}
+	if p := &l.d.policy; p.MaxHold > 0 {
+		// deadline is start + TTL − drift: the cap counts from the same start.
+		lease.holdEnd = deadline.Add(p.MaxHold - p.TTL)
+	}
+}
+
+// lostAtDeadline is why a lease whose deadline passed is lost: its max
+// hold, when the deadline was the cap (an extend reached it, or the clock
+// did), or else no successful extend.
+func (l *Lease) lostAtDeadline() (telnames.LostCause, error) {
+	l.mu.Lock()
+	atCap := l.capped || !l.holdEnd.IsZero() && !time.Now().Before(l.holdEnd)
+	l.mu.Unlock()
+	if atCap {
+		return telnames.LostMaxHold, fmt.Errorf("%w: %s: held for its max hold %v (max_hold), which renewal never passes", ErrLockLost, l.lock.key, l.lock.d.policy.MaxHold)
+	}
+	return telnames.LostDeadline, l.deadlineErr()
 }
 
 // leaseCtx is the lease's own ctx (it outlives the acquire's), made on first
@@ -120,7 +141,7 @@ func (l *Lease) start() {
 	}
 	l.expiry = schedEntry{run: runLeaseDeadline, arg: l}
 	c.sched.add(&l.expiry, l.deadline)
-	if every := l.lock.d.policy.RenewInterval; every > 0 {
+	if every := l.lock.d.policy.Renew; every > 0 {
 		if l.firstRenew > 0 {
 			every = min(every, l.firstRenew)
 		}
@@ -206,7 +227,7 @@ func (l *Lease) Err() error {
 	expired := l.state == held && !time.Now().Before(l.deadline)
 	l.mu.Unlock()
 	if expired {
-		l.markLost(telnames.LostDeadline, l.deadlineErr())
+		l.markLost(l.lostAtDeadline())
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -258,15 +279,33 @@ func (l *Lease) extend(parent context.Context) error {
 		err error
 	)
 	sent := time.Now()
+	ttl, capped := d.policy.TTL, false
+	if !l.holdEnd.IsZero() {
+		// Never past the max hold: the last extends reach only the cap
+		// (holdEnd + drift on the server's clock, counted from the send).
+		if left := l.holdEnd.Add(d.drift).Sub(sent); left < ttl {
+			g := max(d.c.caps.TTLGranularity, time.Millisecond)
+			ttl, capped = left.Truncate(g), true
+			if ttl < max(d.c.caps.MinTTL, g) {
+				// Too little left for the store to keep: the last
+				// extend already reached the cap.
+				span.End(telnames.OutcomeOK, nil)
+				l.mu.Lock()
+				l.capped = true
+				l.mu.Unlock()
+				return nil
+			}
+		}
+	}
 	if re, yes := l.be.(driver.ReplicaExtender); yes && d.policy.Replicas > 0 {
 		// The new expiry counts only once the replicas hold it: until then
 		// a failover would bring back the old one (docs/semantics.md).
 		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout+d.policy.ReplicaTimeout)
-		ok, err = re.ExtendReplicas(ectx, l.lock.key, l.token, d.policy.TTL, d.policy.Replicas, d.policy.ReplicaTimeout)
+		ok, err = re.ExtendReplicas(ectx, l.lock.key, l.token, ttl, d.policy.Replicas, d.policy.ReplicaTimeout)
 		cancel()
 	} else {
 		ectx, cancel := context.WithTimeout(ctx, d.c.cmdTimeout)
-		ok, err = l.be.Extend(ectx, l.lock.key, l.token, d.policy.TTL)
+		ok, err = l.be.Extend(ectx, l.lock.key, l.token, ttl)
 		cancel()
 	}
 	switch {
@@ -292,16 +331,17 @@ func (l *Lease) extend(parent context.Context) error {
 	// An extend sent after the deadline extends nothing: the lease was
 	// already lost on this clock (Err and onDeadline say so).
 	if l.state == held && sent.Before(l.deadline) {
-		if next := sent.Add(d.policy.TTL - d.drift); next.After(l.deadline) {
+		if next := sent.Add(ttl - d.drift); next.After(l.deadline) {
 			l.deadline = next
 			d.c.sched.reset(&l.expiry, next)
 		}
+		l.capped = l.capped || capped
 	}
 	return nil
 }
 
 // renewNow extends the lease and schedules the next renewal: after
-// RenewInterval, or sooner after a failed extend. A failed extend does not
+// Renew, or sooner after a failed extend. A failed extend does not
 // lose the lease; only the deadline does.
 func (l *Lease) renewNow() {
 	p := &l.lock.d.policy
@@ -310,15 +350,15 @@ func (l *Lease) renewNow() {
 	ctx, cancel := context.WithDeadline(l.leaseCtx(), l.Deadline())
 	err := l.extend(ctx)
 	cancel()
-	next := p.RenewInterval
+	next := p.Renew
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		return // lost; extend said so
 	case err != nil:
-		next = max(p.RenewInterval/4, 5*time.Millisecond)
+		next = max(p.Renew/4, 5*time.Millisecond)
 	}
 	l.mu.Lock()
-	if l.state == held && !l.noRenew {
+	if l.state == held && !l.noRenew && !l.capped {
 		l.lock.d.c.sched.reset(&l.renew, time.Now().Add(next))
 	}
 	l.mu.Unlock()
@@ -332,7 +372,7 @@ func (l *Lease) onDeadline() {
 		return // released, already lost, or extended while it was being run
 	}
 	l.mu.Unlock()
-	l.markLost(telnames.LostDeadline, l.deadlineErr())
+	l.markLost(l.lostAtDeadline())
 }
 
 func (l *Lease) markLost(why telnames.LostCause, cause error) {

@@ -15,7 +15,7 @@ import (
 // ErrNotHeld and B's lock stays.
 func TestStolenLock(t *testing.T) {
 	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 200 * time.Millisecond, RenewInterval: -1}
+	policy := Policy{TTL: 200 * time.Millisecond, Renew: -1}
 	a := lockOn(testDomain(t, newClient(t, r), policy), "12")
 	b := lockOn(testDomain(t, newClient(t, r), policy), "12")
 
@@ -109,7 +109,7 @@ func TestLostLeaseWhenRedisPaused(t *testing.T) {
 	if !errors.Is(cause, ErrLockLost) {
 		t.Fatalf("context.Cause = %v, want ErrLockLost", cause)
 	}
-	renew := c.Domain(DomainSpec{Name: "x", Policy: Policy{TTL: ttl}}).Policy().RenewInterval
+	renew := c.Domain(DomainSpec{Name: "x", Policy: Policy{TTL: ttl}}).Policy().Renew
 	if late := cancelledAt.Sub(deadline); late > renew {
 		t.Fatalf("fn's ctx was cancelled %v after the lease deadline, more than one renew interval (%v)", late, renew)
 	}

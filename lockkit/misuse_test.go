@@ -48,7 +48,7 @@ func TestMisuseNeverPanics(t *testing.T) {
 	testserver.RequireRedis(t)
 	r := testserver.StartRedis(t)
 	c := newClient(t, r)
-	d := testDomain(t, c, Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: time.Millisecond}})
+	d := testDomain(t, c, Policy{TTL: time.Second, Retry: Retry{Attempts: 2, Initial: time.Millisecond}})
 	l := lockOn(d, "misuse")
 	ctx := t.Context()
 	var nilCtx context.Context

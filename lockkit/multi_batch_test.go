@@ -146,8 +146,8 @@ func TestDoAllBatchTakesNoneWhenOneIsHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClientOver(t, rdb)
-	d := testDomain(t, c, Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxWait: 30 * time.Second}})
-	other := testDomain(t, newClient(t, r), Policy{TTL: 5 * time.Second, RenewInterval: -1})
+	d := testDomain(t, c, Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 1 << 20, Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxWait: 30 * time.Second}})
+	other := testDomain(t, newClient(t, r), Policy{TTL: 5 * time.Second, Renew: -1})
 	a, b, z := lockOn(d, "a"), lockOn(d, "b"), lockOn(d, "z") // "z" sorts last
 	held, err := lockOn(other, "z").TryAcquire(t.Context())
 	if err != nil {

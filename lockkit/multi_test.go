@@ -17,7 +17,7 @@ import (
 )
 
 func transferPolicy() Policy {
-	return Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Millisecond, MaxInterval: 20 * time.Millisecond, Multiplier: 1.5, MaxWait: 30 * time.Second}}
+	return Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 1 << 20, Initial: time.Millisecond, Max: 20 * time.Millisecond, Multiplier: 1.5, MaxWait: 30 * time.Second}}
 }
 
 // Money moves between 3 accounts in random directions, 4 clients × 8
@@ -173,7 +173,7 @@ func TestDoAllEdges(t *testing.T) {
 // lost, fn's ctx says ErrLockLost once a renewal sees it, and DoAll reports it.
 func TestDoAllLostWhenOneKeyIsLost(t *testing.T) {
 	r := testserver.StartRedis(t)
-	d := testDomain(t, newClient(t, r), Policy{TTL: 5 * time.Second, RenewInterval: 30 * time.Millisecond})
+	d := testDomain(t, newClient(t, r), Policy{TTL: 5 * time.Second, Renew: 30 * time.Millisecond})
 	a, b := lockOn(d, "a"), lockOn(d, "b")
 	rdb := r.Client(t)
 	var cause error

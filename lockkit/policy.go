@@ -26,8 +26,8 @@ const (
 	// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
 	DefaultReplicaTimeout = policy.DefaultReplicaTimeout
 
-	// Retry defaults, applied to zero fields of a RetryPolicy with
-	// MaxAttempts > 1.
+	// Retry defaults, applied to zero fields of a Retry with
+	// Attempts > 1.
 	DefaultInitialInterval = policy.DefaultInitialInterval
 	DefaultMaxInterval     = policy.DefaultMaxInterval
 	DefaultMultiplier      = policy.DefaultMultiplier
@@ -40,6 +40,11 @@ const (
 	// one is not a valid TTL or names no domain this program declares (see
 	// RegisterDomains).
 	EnvTTLPrefix = policy.EnvTTLPrefix
+
+	// EnvMaxHoldPrefix starts the variables that override a domain's
+	// MaxHold, as EnvTTLPrefix does its TTL: LOCKKIT_MAX_HOLD_<NAME>=<Go
+	// duration>, 0 for no cap. New reads and checks them with the TTL's.
+	EnvMaxHoldPrefix = policy.EnvMaxHoldPrefix
 )
 
 // Policy is how a domain's locks behave: how long a lease lives, how often it
@@ -49,14 +54,14 @@ type Policy struct {
 	// long a crashed holder blocks others. Must be > 0.
 	TTL time.Duration
 
-	// RenewInterval is how often a held lease is extended. 0 means TTL/3; a
+	// Renew is how often a held lease is extended. 0 means TTL/3; a
 	// negative value turns renewal off, so the lease is lost at its deadline.
 	// Must be < TTL.
-	RenewInterval time.Duration
+	Renew time.Duration
 
 	// Retry is how acquisition waits for a held lock. The zero value makes a
 	// single attempt.
-	Retry RetryPolicy
+	Retry Retry
 
 	// Fencing makes every acquisition return a fencing number (Lease.Fence)
 	// that is strictly increasing per key.
@@ -76,10 +81,19 @@ type Policy struct {
 	// in Redis, etcd or ZooKeeper, which hand the lock over on release and
 	// wake the next waiter by push, or in PostgreSQL's own lock queue
 	// (docs/semantics.md). Under WaitFIFO, Retry.MaxWait (required when
-	// MaxAttempts > 1) and ctx bound the wait, MaxAttempts <= 1 makes a
+	// Attempts > 1) and ctx bound the wait, Attempts <= 1 makes a
 	// single attempt, and the backoff fields are unused. Redlock clients
 	// refuse WaitFIFO domains, and so does Replicas > 0.
 	Wait Wait
+
+	// MaxHold, when > 0, caps how long one lease may be held in total,
+	// counted from the start of its acquisition: renewal never extends the
+	// lease past it (the last renewal extends it only to the cap), and at
+	// the cap, less the drift allowance, the lease is lost: fn's ctx is
+	// cancelled with a cause that matches ErrLockLost and names the max
+	// hold, and Do returns it. Must be above TTL, in whole milliseconds;
+	// 0 means no cap.
+	MaxHold time.Duration
 }
 
 // Wait is how a domain's acquisitions wait for a held lock.
@@ -91,15 +105,15 @@ const (
 	WaitFIFO = policy.WaitFIFO
 )
 
-// RetryPolicy is jittered exponential backoff for acquiring a held lock.
-type RetryPolicy struct {
-	// MaxAttempts is the number of attempts, the first included; 0 and 1
+// Retry is jittered exponential backoff for acquiring a held lock.
+type Retry struct {
+	// Attempts is the number of attempts, the first included; 0 and 1
 	// both mean a single attempt.
-	MaxAttempts int
-	// InitialInterval is the first wait between attempts (default 50ms).
-	InitialInterval time.Duration
-	// MaxInterval caps a single wait (default 1s).
-	MaxInterval time.Duration
+	Attempts int
+	// Initial is the first wait between attempts (default 50ms).
+	Initial time.Duration
+	// Max caps a single wait (default 1s).
+	Max time.Duration
 	// Multiplier grows the wait after each attempt; >= 1 (default 2).
 	Multiplier float64
 	// Jitter randomizes each wait by ±Jitter×wait; in (0, 1] (0 means the
@@ -107,27 +121,27 @@ type RetryPolicy struct {
 	// collided once retry in lockstep.
 	Jitter float64
 	// MaxWait bounds the whole acquisition, waits and attempts together;
-	// 0 means bounded only by MaxAttempts and ctx.
+	// 0 means bounded only by Attempts and ctx.
 	MaxWait time.Duration
 }
 
 // withDefaults fills the zero fields that have a default.
 func (p Policy) withDefaults() Policy {
-	if p.RenewInterval == 0 {
-		p.RenewInterval = policy.DefaultRenew(p.TTL)
+	if p.Renew == 0 {
+		p.Renew = policy.DefaultRenew(p.TTL)
 	}
 	if p.Replicas > 0 && p.ReplicaTimeout == 0 {
 		p.ReplicaTimeout = DefaultReplicaTimeout
 	}
 	r := &p.Retry
-	if r.MaxAttempts == 0 {
-		r.MaxAttempts = 1
+	if r.Attempts == 0 {
+		r.Attempts = 1
 	}
-	if r.InitialInterval == 0 {
-		r.InitialInterval = DefaultInitialInterval
+	if r.Initial == 0 {
+		r.Initial = DefaultInitialInterval
 	}
-	if r.MaxInterval == 0 {
-		r.MaxInterval = max(DefaultMaxInterval, r.InitialInterval)
+	if r.Max == 0 {
+		r.Max = max(DefaultMaxInterval, r.Initial)
 	}
 	if r.Multiplier == 0 {
 		r.Multiplier = DefaultMultiplier
@@ -144,7 +158,7 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	var errs []error
 	if err := policy.CheckTTL(p.TTL); err != nil {
 		errs = append(errs, err)
-	} else if err := policy.CheckRenew(p.TTL, p.RenewInterval, cmdTimeout); err != nil {
+	} else if err := policy.CheckRenew(p.TTL, p.Renew, cmdTimeout); err != nil {
 		errs = append(errs, err)
 	}
 	if p.Replicas < 0 {
@@ -156,14 +170,14 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 		}
 	}
 	r := p.Retry
-	if r.MaxAttempts < 0 {
-		errs = append(errs, fmt.Errorf("retry max attempts must be >= 0 (got %d)", r.MaxAttempts))
+	if r.Attempts < 0 {
+		errs = append(errs, fmt.Errorf("retry max attempts must be >= 0 (got %d)", r.Attempts))
 	}
-	if r.InitialInterval < 0 || r.MaxInterval < 0 || r.MaxWait < 0 {
-		errs = append(errs, fmt.Errorf("retry intervals must be >= 0 (got initial %v, max %v, max wait %v)", r.InitialInterval, r.MaxInterval, r.MaxWait))
+	if r.Initial < 0 || r.Max < 0 || r.MaxWait < 0 {
+		errs = append(errs, fmt.Errorf("retry intervals must be >= 0 (got initial %v, max %v, max wait %v)", r.Initial, r.Max, r.MaxWait))
 	}
-	if r.MaxInterval < r.InitialInterval {
-		errs = append(errs, fmt.Errorf("retry max interval %v must be >= the initial interval %v", r.MaxInterval, r.InitialInterval))
+	if r.Max < r.Initial {
+		errs = append(errs, fmt.Errorf("retry max interval %v must be >= the initial interval %v", r.Max, r.Initial))
 	}
 	if err := policy.CheckMultiplier(r.Multiplier); err != nil {
 		errs = append(errs, fmt.Errorf("retry %w", err))
@@ -171,17 +185,20 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	if err := policy.CheckJitter(r.Jitter); err != nil {
 		errs = append(errs, fmt.Errorf("retry %w", err))
 	}
-	if err := policy.CheckWait(p.Wait, r.MaxAttempts, r.MaxWait, p.Replicas); err != nil {
+	if err := policy.CheckWait(p.Wait, r.Attempts, r.MaxWait, p.Replicas); err != nil {
+		errs = append(errs, err)
+	}
+	if err := policy.CheckMaxHold(p.TTL, p.MaxHold); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
 
 // retrySchedule is one acquisition's waits between attempts: jittered
-// backoff, bounded by MaxAttempts and by MaxWait from the start. Do and
+// backoff, bounded by Attempts and by MaxWait from the start. Do and
 // DoAll share it.
 type retrySchedule struct {
-	r     *RetryPolicy
+	r     *Retry
 	start time.Time
 	bo    backoff.BackOff // made at the first wait: an uncontended acquire pays nothing
 }
@@ -209,30 +226,36 @@ func (s *retrySchedule) next() (time.Duration, telnames.Outcome, bool) {
 
 // newBackOff returns a fresh backoff for one acquisition: backoff state must
 // never be shared between acquisitions.
-func (r RetryPolicy) newBackOff() backoff.BackOff {
+func (r Retry) newBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(r.InitialInterval),
-		backoff.WithMaxInterval(r.MaxInterval),
+		backoff.WithInitialInterval(r.Initial),
+		backoff.WithMaxInterval(r.Max),
 		backoff.WithMultiplier(r.Multiplier),
 		backoff.WithRandomizationFactor(r.Jitter),
 		// MaxWait is enforced by the acquire loop against its own start time,
 		// so attempts are counted the same way whatever the clock.
 		backoff.WithMaxElapsedTime(0),
 	)
-	return backoff.WithMaxRetries(b, uint64(r.MaxAttempts-1))
+	return backoff.WithMaxRetries(b, uint64(r.Attempts-1))
 }
 
-// readTTLOverrides parses every LOCKKIT_TTL_* variable, keyed by the whole
-// variable name. An invalid value is an error naming the variable, never a
-// silent default.
-func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
+// readOverrides parses every LOCKKIT_TTL_* and LOCKKIT_MAX_HOLD_*
+// variable, keyed by the whole variable name. An invalid value is an error
+// naming the variable, never a silent default.
+func readOverrides(environ []string) (map[string]time.Duration, error) {
 	var (
 		out  map[string]time.Duration
 		errs []error
 	)
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvTTLPrefix) {
+		check := policy.CheckTTL
+		switch {
+		case !ok:
+			continue
+		case strings.HasPrefix(name, EnvMaxHoldPrefix):
+			check = func(d time.Duration) error { return policy.CheckMaxHold(0, d) } // its ttl is checked by Client.Domain
+		case !strings.HasPrefix(name, EnvTTLPrefix):
 			continue
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(val))
@@ -240,7 +263,7 @@ func readTTLOverrides(environ []string) (map[string]time.Duration, error) {
 			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms", name, val))
 			continue
 		}
-		if err := policy.CheckTTL(d); err != nil {
+		if err := check(d); err != nil {
 			errs = append(errs, fmt.Errorf("lockkit: %s=%q: %w", name, val, err))
 			continue
 		}

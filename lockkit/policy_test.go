@@ -19,22 +19,22 @@ func TestPolicyValidation(t *testing.T) {
 	}{
 		{"ok", Policy{TTL: time.Second}, ""},
 		{"zero ttl", Policy{}, "ttl must be > 0"},
-		{"renew as long as the ttl", Policy{TTL: time.Second, RenewInterval: time.Second}, "renew interval 1s leaves no room to renew a 1s lease"},
+		{"renew as long as the ttl", Policy{TTL: time.Second, Renew: time.Second}, "renew interval 1s leaves no room to renew a 1s lease"},
 		// Every lease would be lost before its first renewal: the renewal
 		// lands after the local deadline (ttl − drift = 988ms).
-		{"renew just under the ttl", Policy{TTL: time.Second, RenewInterval: 995 * time.Millisecond}, "renew interval 995ms leaves no room to renew a 1s lease: a renewal sent then, answered within the command timeout 500ms"},
-		{"renew without room for the command timeout", Policy{TTL: time.Second, RenewInterval: 600 * time.Millisecond}, "renew at most every 488ms"},
-		{"renew with room", Policy{TTL: time.Second, RenewInterval: 480 * time.Millisecond}, ""},
+		{"renew just under the ttl", Policy{TTL: time.Second, Renew: 995 * time.Millisecond}, "renew interval 995ms leaves no room to renew a 1s lease: a renewal sent then, answered within the command timeout 500ms"},
+		{"renew without room for the command timeout", Policy{TTL: time.Second, Renew: 600 * time.Millisecond}, "renew at most every 488ms"},
+		{"renew with room", Policy{TTL: time.Second, Renew: 480 * time.Millisecond}, ""},
 		{"ttl below the minimum", Policy{TTL: 2 * time.Millisecond}, "ttl must be at least 10ms (got 2ms)"},
 		{"sub-millisecond ttl", Policy{TTL: 1500 * time.Microsecond}, "ttl must be a whole number of milliseconds"},
-		{"bad multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: 0.5}}, "multiplier must be a finite number >= 1"},
-		{"NaN multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: math.NaN()}}, "multiplier must be a finite number >= 1 (got NaN)"},
-		{"Inf multiplier", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3, Multiplier: math.Inf(1)}}, "multiplier must be a finite number >= 1 (got +Inf)"},
-		{"bad jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: 2}}, "jitter must be above 0 and at most 1 (got 2)"},
-		{"NaN jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: math.NaN()}}, "jitter must be above 0 and at most 1 (got NaN)"},
-		{"negative jitter", Policy{TTL: time.Second, Retry: RetryPolicy{Jitter: -0.5}}, "jitter must be above 0 and at most 1"},
-		{"negative attempts", Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: -1}}, "max attempts must be >= 0"},
-		{"max below initial", Policy{TTL: time.Second, Retry: RetryPolicy{InitialInterval: time.Second, MaxInterval: time.Millisecond}}, "max interval 1ms must be >= the initial interval 1s"},
+		{"bad multiplier", Policy{TTL: time.Second, Retry: Retry{Attempts: 3, Multiplier: 0.5}}, "multiplier must be a finite number >= 1"},
+		{"NaN multiplier", Policy{TTL: time.Second, Retry: Retry{Attempts: 3, Multiplier: math.NaN()}}, "multiplier must be a finite number >= 1 (got NaN)"},
+		{"Inf multiplier", Policy{TTL: time.Second, Retry: Retry{Attempts: 3, Multiplier: math.Inf(1)}}, "multiplier must be a finite number >= 1 (got +Inf)"},
+		{"bad jitter", Policy{TTL: time.Second, Retry: Retry{Jitter: 2}}, "jitter must be above 0 and at most 1 (got 2)"},
+		{"NaN jitter", Policy{TTL: time.Second, Retry: Retry{Jitter: math.NaN()}}, "jitter must be above 0 and at most 1 (got NaN)"},
+		{"negative jitter", Policy{TTL: time.Second, Retry: Retry{Jitter: -0.5}}, "jitter must be above 0 and at most 1"},
+		{"negative attempts", Policy{TTL: time.Second, Retry: Retry{Attempts: -1}}, "max attempts must be >= 0"},
+		{"max below initial", Policy{TTL: time.Second, Retry: Retry{Initial: time.Second, Max: time.Millisecond}}, "max interval 1ms must be >= the initial interval 1s"},
 	} {
 		d := c.Domain(DomainSpec{Name: "d", Policy: tc.p})
 		switch {
@@ -51,20 +51,20 @@ func TestPolicyValidation(t *testing.T) {
 			}
 		}
 	}
-	if got := c.Domain(DomainSpec{Name: "d", Policy: Policy{TTL: 3 * time.Second}}).Policy().RenewInterval; got != time.Second {
+	if got := c.Domain(DomainSpec{Name: "d", Policy: Policy{TTL: 3 * time.Second}}).Policy().Renew; got != time.Second {
 		t.Errorf("default renew interval = %v, want ttl/3 = 1s", got)
 	}
 }
 
 func TestTTLOverrides(t *testing.T) {
-	got, err := readTTLOverrides([]string{"PATH=/bin", "LOCKKIT_TTL_TABLE=8s", "LOCKKIT_TTL_USER_DIGEST= 250ms"})
+	got, err := readOverrides([]string{"PATH=/bin", "LOCKKIT_TTL_TABLE=8s", "LOCKKIT_TTL_USER_DIGEST= 250ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["LOCKKIT_TTL_TABLE"] != 8*time.Second || got["LOCKKIT_TTL_USER_DIGEST"] != 250*time.Millisecond || len(got) != 2 {
 		t.Fatalf("overrides = %v", got)
 	}
-	_, err = readTTLOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s", "LOCKKIT_TTL_X=500us", "LOCKKIT_TTL_Y=2ms", "LOCKKIT_TTL_Z=1500us"})
+	_, err = readOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s", "LOCKKIT_TTL_X=500us", "LOCKKIT_TTL_Y=2ms", "LOCKKIT_TTL_Z=1500us"})
 	if err == nil {
 		t.Fatal("invalid values must be an error")
 	}
@@ -134,9 +134,9 @@ func TestEnvOverrideApplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.Domain(DomainSpec{Name: "table", Policy: Policy{TTL: 30 * time.Second, RenewInterval: 10 * time.Second}}).Policy()
-	if p.TTL != 9*time.Second || p.RenewInterval != 3*time.Second {
-		t.Fatalf("policy = ttl %v renew %v, want 9s and 3s", p.TTL, p.RenewInterval)
+	p := c.Domain(DomainSpec{Name: "table", Policy: Policy{TTL: 30 * time.Second, Renew: 10 * time.Second}}).Policy()
+	if p.TTL != 9*time.Second || p.Renew != 3*time.Second {
+		t.Fatalf("policy = ttl %v renew %v, want 9s and 3s", p.TTL, p.Renew)
 	}
 	other := c.Domain(DomainSpec{Name: "job", Policy: Policy{TTL: 30 * time.Second}}).Policy()
 	if other.TTL != 30*time.Second {
@@ -155,8 +155,8 @@ func TestZeroLock(t *testing.T) {
 }
 
 func TestRetryDefaults(t *testing.T) {
-	p := Policy{TTL: time.Second, Retry: RetryPolicy{MaxAttempts: 3}}.withDefaults()
-	want := RetryPolicy{MaxAttempts: 3, InitialInterval: DefaultInitialInterval, MaxInterval: DefaultMaxInterval, Multiplier: DefaultMultiplier, Jitter: DefaultJitter}
+	p := Policy{TTL: time.Second, Retry: Retry{Attempts: 3}}.withDefaults()
+	want := Retry{Attempts: 3, Initial: DefaultInitialInterval, Max: DefaultMaxInterval, Multiplier: DefaultMultiplier, Jitter: DefaultJitter}
 	if p.Retry != want {
 		t.Fatalf("defaults = %+v, want %+v", p.Retry, want)
 	}

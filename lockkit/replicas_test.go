@@ -182,7 +182,7 @@ func TestReplicaExtendWaits(t *testing.T) {
 	replica := testserver.StartReplica(t, primary)
 	replicasInSync(t, primary, 1)
 	p := replicaPolicy()
-	p.RenewInterval = -1 // extends are the test's own
+	p.Renew = -1 // extends are the test's own
 	d := testDomain(t, newClient(t, primary), p)
 	lease, err := lockOn(d, "x").TryAcquire(t.Context())
 	if err != nil {

@@ -160,7 +160,7 @@ func runSentinelFailover(t *testing.T, tc sentinelCase) {
 		TTL:            2 * time.Second,
 		Replicas:       tc.wait,
 		ReplicaTimeout: 50 * time.Millisecond,
-		Retry:          RetryPolicy{MaxAttempts: 20, InitialInterval: 2 * time.Millisecond, MaxInterval: 20 * time.Millisecond, MaxWait: 300 * time.Millisecond},
+		Retry:          Retry{Attempts: 20, Initial: 2 * time.Millisecond, Max: 20 * time.Millisecond, MaxWait: 300 * time.Millisecond},
 	}
 	var domains []*Domain
 	for range 4 {

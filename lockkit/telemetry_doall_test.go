@@ -39,7 +39,7 @@ func TestTelemetryDoAllGivesUp(t *testing.T) {
 	for path, spec := range doAllPaths(t, r) {
 		t.Run(path, func(t *testing.T) {
 			const attempts = 4
-			p := Policy{TTL: 10 * time.Second, Retry: RetryPolicy{MaxAttempts: attempts, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond}}
+			p := Policy{TTL: 10 * time.Second, Retry: Retry{Attempts: attempts, Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond}}
 			holder, err := lockOn(testDomain(t, newClient(t, r), p), "b").Acquire(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -107,7 +107,7 @@ func TestTelemetryDoAllWaitsThenAcquires(t *testing.T) {
 	r := testserver.StartRedis(t)
 	for path, spec := range doAllPaths(t, r) {
 		t.Run(path, func(t *testing.T) {
-			p := Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond, MaxWait: 10 * time.Second}}
+			p := Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 1000, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, MaxWait: 10 * time.Second}}
 			g := newTelRigOn(t, spec)
 			d := testDomain(t, g.c, p)
 			holder, err := lockOn(testDomain(t, newClient(t, r), p), "b").Acquire(t.Context())
@@ -220,7 +220,7 @@ func TestRetryRatioCountsEveryAcquisition(t *testing.T) {
 	r := testserver.StartRedis(t)
 	g := newTelRig(t, r)
 	other := newClient(t, r)
-	retry := RetryPolicy{MaxAttempts: 10000, InitialInterval: 5 * time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxWait: 20 * time.Second}
+	retry := Retry{Attempts: 10000, Initial: 5 * time.Millisecond, Max: 10 * time.Millisecond, MaxWait: 20 * time.Second}
 	noop := func(context.Context, *Lease) error { return nil }
 	noopSet := func(context.Context, *LeaseSet) error { return nil }
 	const free, waited = 6, 2

@@ -334,7 +334,7 @@ func TestTelemetryDoSuccess(t *testing.T) {
 	r := testserver.StartRedis(t)
 	g := newTelRig(t, r)
 	const renewEvery = 150 * time.Millisecond
-	d := testDomain(t, g.c, Policy{TTL: 3 * time.Second, RenewInterval: renewEvery, Fencing: true})
+	d := testDomain(t, g.c, Policy{TTL: 3 * time.Second, Renew: renewEvery, Fencing: true})
 	l := lockOn(d, "ok")
 	app := g.tp.Tracer("app")
 
@@ -471,7 +471,7 @@ func TestTelemetryTryDoContended(t *testing.T) {
 func TestTelemetryAcquireGiveUp(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		retry      RetryPolicy
+		retry      Retry
 		ctxLimit   time.Duration
 		outcome    string
 		event      string
@@ -482,17 +482,17 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 	}{
 		{
 			name:     "max wait",
-			retry:    RetryPolicy{MaxAttempts: 1000, InitialInterval: 20 * time.Millisecond, MaxInterval: 40 * time.Millisecond, MaxWait: 250 * time.Millisecond},
+			retry:    Retry{Attempts: 1000, Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond, MaxWait: 250 * time.Millisecond},
 			outcome:  "timeout",
 			event:    telnames.EventAcquireTimeout,
 			minWait:  250 * time.Millisecond,
 			matchErr: ErrNotAcquired,
-			// MaxInterval with +50% jitter.
+			// Max with +50% jitter.
 			maxBackoff: 60 * time.Millisecond,
 		},
 		{
 			name:       "ctx deadline",
-			retry:      RetryPolicy{MaxAttempts: 1000, InitialInterval: 20 * time.Millisecond, MaxInterval: 40 * time.Millisecond},
+			retry:      Retry{Attempts: 1000, Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond},
 			ctxLimit:   250 * time.Millisecond,
 			outcome:    "timeout",
 			event:      telnames.EventAcquireTimeout,
@@ -502,7 +502,7 @@ func TestTelemetryAcquireGiveUp(t *testing.T) {
 		},
 		{
 			name:       "max attempts",
-			retry:      RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond},
+			retry:      Retry{Attempts: 3, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond},
 			outcome:    "exhausted",
 			event:      telnames.EventAcquireExhausted,
 			attempts:   3,
@@ -675,7 +675,7 @@ func TestTelemetryLeaseLostDeadline(t *testing.T) {
 func TestTelemetryLeaseLostRefused(t *testing.T) {
 	r := testserver.StartRedis(t)
 	g := newTelRig(t, r)
-	l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, RenewInterval: -1}), "refused")
+	l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, Renew: -1}), "refused")
 	lease, err := l.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -735,7 +735,7 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 		// Redis expires the key, and the late release finds nothing.
 		r := testserver.StartRedis(t)
 		g := newTelRig(t, r)
-		l := lockOn(testDomain(t, g.c, Policy{TTL: 150 * time.Millisecond, RenewInterval: -1}), "late")
+		l := lockOn(testDomain(t, g.c, Policy{TTL: 150 * time.Millisecond, Renew: -1}), "late")
 		lease, err := l.TryAcquire(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -779,7 +779,7 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 		// since exclusion was gone before the release.
 		r := testserver.StartRedis(t)
 		g := newTelRig(t, r)
-		l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, RenewInterval: -1}), "gone")
+		l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, Renew: -1}), "gone")
 		lease, err := l.TryAcquire(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -904,7 +904,7 @@ func TestTelemetryLostLeaseLogCarriesTrace(t *testing.T) {
 	r := testserver.StartRedis(t)
 	var buf telLogBuf
 	g := newTelRig(t, r, WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
-	l := lockOn(testDomain(t, g.c, Policy{TTL: 150 * time.Millisecond, RenewInterval: -1}), "logged")
+	l := lockOn(testDomain(t, g.c, Policy{TTL: 150 * time.Millisecond, Renew: -1}), "logged")
 	lease, err := l.TryAcquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -952,7 +952,7 @@ func TestTelemetryKeyModes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := testserver.StartRedis(t)
 			g := newTelRig(t, r, WithKeyMode(tc.mode, tc.secret))
-			l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 2, InitialInterval: 5 * time.Millisecond}}), "pii")
+			l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 2, Initial: 5 * time.Millisecond}}), "pii")
 			if err := l.Do(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
@@ -1002,7 +1002,7 @@ func TestTelemetryKeyModes(t *testing.T) {
 // that ends "acquired", no error, and the acquisition counts as contended.
 func TestTelemetryDoWaitsThenAcquires(t *testing.T) {
 	r := testserver.StartRedis(t)
-	p := Policy{TTL: 5 * time.Second, Retry: RetryPolicy{MaxAttempts: 1000, InitialInterval: 10 * time.Millisecond, MaxInterval: 20 * time.Millisecond, MaxWait: 10 * time.Second}}
+	p := Policy{TTL: 5 * time.Second, Retry: Retry{Attempts: 1000, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, MaxWait: 10 * time.Second}}
 	holder, err := lockOn(testDomain(t, newClient(t, r), p), "queue").Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -1080,7 +1080,7 @@ func TestTelemetryRenewCutShortByRelease(t *testing.T) {
 	hook := blockExtend{waiting: make(chan struct{}, 1)}
 	rdb.AddHook(hook)
 	g := newTelRigOver(t, rdb)
-	l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, RenewInterval: 20 * time.Millisecond}), "cut")
+	l := lockOn(testDomain(t, g.c, Policy{TTL: 5 * time.Second, Renew: 20 * time.Millisecond}), "cut")
 	lease, err := l.Acquire(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -109,7 +109,7 @@ func runContended(b *testing.B, newC func() *lockkit.Client) {
 		hold               = time.Millisecond
 		run                = 3 * time.Second
 	)
-	p := lockkit.Policy{TTL: 10 * time.Second, Retry: lockkit.RetryPolicy{MaxAttempts: math.MaxInt32}}
+	p := lockkit.Policy{TTL: 10 * time.Second, Retry: lockkit.Retry{Attempts: math.MaxInt32}}
 	var locks []lockkit.Lock
 	for range clients {
 		l := lockOf(newC(), "contended", p, "x")

@@ -122,8 +122,8 @@ func TestCloseDuringWaitingDo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := lockkit.Policy{TTL: 5 * time.Second, Retry: lockkit.RetryPolicy{MaxAttempts: 100000, InitialInterval: 50 * time.Millisecond,
-		MaxInterval: 200 * time.Millisecond, Multiplier: 1.5, Jitter: 0.2, MaxWait: 10 * time.Second}}
+	p := lockkit.Policy{TTL: 5 * time.Second, Retry: lockkit.Retry{Attempts: 100000, Initial: 50 * time.Millisecond,
+		Max: 200 * time.Millisecond, Multiplier: 1.5, Jitter: 0.2, MaxWait: 10 * time.Second}}
 	held, err := lockOf(holder, "waitclose", p, "x").TryAcquire(ctxT(t, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)

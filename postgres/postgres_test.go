@@ -63,7 +63,7 @@ func lockOf(c *lockkit.Client, name string, p lockkit.Policy, id string) lockkit
 	return c.Domain(lockkit.DomainSpec{Name: name, Policy: p}).Key(32).Literal(name + ":").String(id).Lock()
 }
 
-var retry = lockkit.RetryPolicy{MaxAttempts: 100000, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 30 * time.Second}
+var retry = lockkit.Retry{Attempts: 100000, Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 30 * time.Second}
 
 // holderPID is the PostgreSQL backend pid that holds key's advisory lock, or 0.
 func holderPID(t testing.TB, pool *pgxpool.Pool, key string) int {
@@ -413,12 +413,12 @@ func TestFIFODomainWithoutMaxWaitRefused(t *testing.T) {
 	pg := startPG(t)
 	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
 	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
-		Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: time.Second}}})
+		Retry: lockkit.Retry{Attempts: 2, MaxWait: time.Second}}})
 	if err := d.Err(); err != nil {
 		t.Fatalf("FIFO domain on PostgreSQL: %v", err)
 	}
 	d = c.Domain(lockkit.DomainSpec{Name: "fifo-unbounded", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
-		Retry: lockkit.RetryPolicy{MaxAttempts: 2}}})
+		Retry: lockkit.Retry{Attempts: 2}}})
 	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "max_wait") {
 		t.Fatalf("FIFO domain on PostgreSQL without max_wait: %v", err)
 	}

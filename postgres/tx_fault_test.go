@@ -154,7 +154,7 @@ func TestDoTxCommitOutlivesLease(t *testing.T) {
 	e := newTxEnv(t)
 	pg, pool, ctx := e.pg, e.pool, e.ctx
 	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
-	lock := lockOf(c, "txsync", lockkit.Policy{TTL: time.Second, RenewInterval: -1}, "x")
+	lock := lockOf(c, "txsync", lockkit.Policy{TTL: time.Second, Renew: -1}, "x")
 	e.setSync(t, "nobody")
 	time.Sleep(200 * time.Millisecond) // the reload reaches new sessions
 	lifted := make(chan struct{})

@@ -22,10 +22,21 @@ import (
 // The keys each mapping may hold, in the order messages list them.
 var (
 	topKeys      = []string{"version", "package", "prefix", "defaults", "domains"}
-	defaultsKeys = []string{"ttl", "renew", "retry", "fencing", "replicas", "replica_timeout", "wait"}
-	domainKeys   = []string{"pattern", "name", "go_name", "description", "ttl", "renew", "retry", "fencing", "replicas", "replica_timeout", "wait"}
-	retryKeys    = []string{"attempts", "initial", "max", "multiplier", "jitter", "max_wait"}
+	defaultsKeys = policy.FieldNames() // internal/policy declares the policy fields
+	domainKeys   = append([]string{"pattern", "name", "go_name", "description"}, defaultsKeys...)
+	retryKeys    = retryFieldNames()
 )
+
+// retryFieldNames are the keys of a retry mapping, as internal/policy
+// declares them.
+func retryFieldNames() []string {
+	f, _ := policy.FieldNamed("retry")
+	names := make([]string, len(f.Fields))
+	for i, sub := range f.Fields {
+		names[i] = sub.Name
+	}
+	return names
+}
 
 // Names the generated package declares itself; a domain's Go name must differ.
 var reservedGoNames = []string{"Locks", "New", "SetDefault", "Err"}
@@ -53,7 +64,7 @@ type parser struct {
 }
 
 // fullKey is the Redis key of a key suffix.
-func (p *parser) fullKey(suffix string) string { return p.prefix + "{" + suffix + "}" }
+func (p *parser) fullKey(suffix string) string { return policy.Key(p.prefix, suffix) }
 
 func (p *parser) add(pos Pos, format string, args ...any) { p.errs.add(pos, format, args...) }
 
@@ -355,6 +366,7 @@ type settings struct {
 	replicas       setting[int]
 	replicaTimeout setting[time.Duration]
 	wait           setting[policy.Wait]
+	maxHold        setting[time.Duration] // 0: "none", no cap
 }
 
 type retrySettings struct {
@@ -430,6 +442,7 @@ func (p *parser) file(root *yaml.Node) *File {
 				p.checkRenew(label, defaults.ttl, defaults.renew, nil)
 			}
 			p.checkReplicas(label, defaults, settings{})
+			p.checkMaxHold(label, defaults.ttl, defaults.maxHold, false)
 		}
 	}
 
@@ -565,7 +578,42 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 			}
 		}
 	}
+	if e, ok := m["max_hold"]; ok {
+		s.maxHold.node = e.val
+		if e.val.Kind == yaml.ScalarNode && e.val.Value == "none" {
+			s.maxHold = setting[time.Duration]{0, true, e.val}
+		} else if d, ok := p.durationOr(e, label, `, or "none" for no cap`); ok {
+			// The rule against the ttl is checked where both are known.
+			err := policy.CheckMaxHold(0, d)
+			if err == nil && d == 0 {
+				err = fmt.Errorf(`max_hold must be > 0 (got %q); write "none" or leave it out for no cap`, e.val.Value)
+			}
+			if err != nil {
+				p.add(pos(e.val), "%s: %v", label, err)
+			} else {
+				s.maxHold = setting[time.Duration]{d, true, e.val}
+			}
+		}
+	}
 	return s
+}
+
+// checkMaxHold checks that a max hold is above the ttl (internal/policy's
+// rule). It reports at the max hold, or at the ttl when the ttl is the
+// domain's own and the max hold comes from defaults.
+func (p *parser) checkMaxHold(label string, ttl, maxHold setting[time.Duration], ttlOwnOnly bool) {
+	if !ttl.set || !maxHold.set {
+		return
+	}
+	err := policy.CheckMaxHold(ttl.val, maxHold.val)
+	if err == nil {
+		return
+	}
+	at, note := maxHold.node, ""
+	if ttlOwnOnly {
+		at, note = ttl.node, fmt.Sprintf(" (max_hold %s is from defaults, line %d)", maxHold.node.Value, maxHold.node.Line)
+	}
+	p.add(pos(at), "%s: %v%s", label, err, note)
 }
 
 const retryHint = `write "none" for a single attempt, or a mapping such as {attempts: 5, initial: 50ms, max: 1s}`
@@ -909,6 +957,17 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 			at = own.ttl.node
 		}
 		p.checkRenew(de.label, ttl, renew, at)
+	}
+	maxHold := own.maxHold
+	if maxHold.node == nil {
+		maxHold = defaults.maxHold
+	}
+	if maxHold.set {
+		d.MaxHold = maxHold.val
+	}
+	// When both come from defaults it was checked there, once.
+	if own.ttl.set || own.maxHold.set {
+		p.checkMaxHold(de.label, ttl, maxHold, own.ttl.set && !own.maxHold.set)
 	}
 	d.Fencing = defaults.fencing.val
 	if own.fencing.set {

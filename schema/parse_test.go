@@ -186,7 +186,7 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:1:1: missing "package"; add the Go package name of the generated code, e.g. package: locks`,
 			`f.yaml:2:1: unknown key "pakage" (did you mean "package"?); valid keys: version, package, prefix, defaults, domains`,
 			`f.yaml:4:5: domain "a": no ttl; set ttl on the domain or under defaults, e.g. ttl: 10s`,
-			`f.yaml:5:5: domain "a": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout, wait`}},
+			`f.yaml:5:5: domain "a": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout, wait, max_hold`}},
 		{"duplicate key", "version: 1\npackage: p\npackage: q\ndomains: [{pattern: a, ttl: 1s}]\n", []string{
 			`f.yaml:3:1: duplicate key "package" (first at line 2); keep one`}},
 		{"renew from defaults too long", "version: 1\npackage: p\ndefaults: {renew: 5s}\ndomains:\n  - pattern: a\n    ttl: 2s\n", []string{

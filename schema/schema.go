@@ -53,6 +53,7 @@ type Domain struct {
 	Replicas       int           // replicas that must hold the lock (Redis WAIT) before a lease is granted; 0: do not wait
 	ReplicaTimeout time.Duration // bound on that wait; 0: the runtime's default (DefaultReplicaTimeout), and always 0 when Replicas is 0
 	Wait           Wait          // how acquisitions wait for a held lock: WaitPoll (the default) or WaitFIFO
+	MaxHold        time.Duration // cap on one lease's total hold, above TTL; 0: no cap
 	Pos            Pos           // where the domain's entry starts (its first key)
 	PatternPos     Pos           // where its pattern value starts
 }

@@ -91,7 +91,7 @@ type workload struct {
 
 func startWorkload(t *testing.T, clients []*lockkit.Client, rdb *redis.Client, key string, ttl time.Duration) *workload {
 	w := &workload{errs: map[string]int{}, stop: make(chan struct{})}
-	p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: lockkit.RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond, MaxWait: 5 * time.Second}}
+	p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: lockkit.Retry{Attempts: 1 << 20, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond, MaxWait: 5 * time.Second}}
 	for i, c := range clients {
 		for j := range 2 {
 			w.wg.Go(func() {
@@ -208,7 +208,7 @@ func (w *workload) waitHolds(t *testing.T, t0 time.Time, n int, within time.Dura
 func unblocked(t *testing.T, servers []string, domain, id string, within time.Duration) {
 	t.Helper()
 	c := newClient(t, servers)
-	p := lockkit.Policy{TTL: 2 * time.Second, Fencing: true, Retry: lockkit.RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: 10 * time.Millisecond, MaxInterval: 100 * time.Millisecond, MaxWait: within}}
+	p := lockkit.Policy{TTL: 2 * time.Second, Fencing: true, Retry: lockkit.Retry{Attempts: 1 << 20, Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, MaxWait: within}}
 	lk := lockOf(c, domain, p, id)
 	l, err := lk.Acquire(ctxT(t, within+5*time.Second))
 	if err != nil {

@@ -44,7 +44,7 @@ func lockOf(c *lockkit.Client, name string, p lockkit.Policy, id string) lockkit
 	return c.Domain(lockkit.DomainSpec{Name: name, Policy: p}).Key(32).Literal(name + ":").String(id).Lock()
 }
 
-var retry = lockkit.RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 60 * time.Second}
+var retry = lockkit.Retry{Attempts: 1 << 20, Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 1.5, Jitter: 0.5, MaxWait: 60 * time.Second}
 
 // rawConn is a plain go-zookeeper connection, for looking at and changing
 // the tree behind the backend's back.

@@ -108,7 +108,7 @@ func TestSingle(t *testing.T) {
 	// another) cannot extend or release the new holder's lock.
 	t.Run("StaleReleaseExtend", func(t *testing.T) {
 		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second, RenewInterval: -1, Fencing: true}
+		p := lockkit.Policy{TTL: 2 * time.Second, Renew: -1, Fencing: true}
 		a, err := lockOf(c, "stale", p, "k").Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -150,7 +150,7 @@ func TestSingle(t *testing.T) {
 	// Redis: the backend deletes the node itself.
 	t.Run("UnrenewedLeaseFreed", func(t *testing.T) {
 		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: time.Second, RenewInterval: -1, Fencing: true}
+		p := lockkit.Policy{TTL: time.Second, Renew: -1, Fencing: true}
 		a, err := lockOf(c, "unrenewed", p, "k").Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestSingle(t *testing.T) {
 	// each holding it 1ms.
 	t.Run("FIFO16", func(t *testing.T) {
 		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second, Wait: lockkit.WaitFIFO, Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: 60 * time.Second}}
+		p := lockkit.Policy{TTL: 2 * time.Second, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
 		lk := lockOf(c, "fifo", p, "k")
 		first, err := lk.Acquire(ctxT(t, 10*time.Second))
 		if err != nil {

@@ -26,10 +26,10 @@ const opsSchema = "testdata/ops.yaml"
 // The domains of testdata/ops.yaml, bound by hand as generated code does.
 var (
 	tableSpec = lockkit.DomainSpec{Name: "table", Pattern: "table:{id}",
-		Policy: lockkit.Policy{TTL: 3 * time.Second, RenewInterval: 200 * time.Millisecond, Fencing: true}}
+		Policy: lockkit.Policy{TTL: 3 * time.Second, Renew: 200 * time.Millisecond, Fencing: true}}
 	fqSpec = lockkit.DomainSpec{Name: "fq", Pattern: "fq:{id}",
-		Policy: lockkit.Policy{TTL: 3 * time.Second, RenewInterval: 200 * time.Millisecond, Fencing: true, Wait: lockkit.WaitFIFO,
-			Retry: lockkit.RetryPolicy{MaxAttempts: 2, MaxWait: 30 * time.Second}}}
+		Policy: lockkit.Policy{TTL: 3 * time.Second, Renew: 200 * time.Millisecond, Fencing: true, Wait: lockkit.WaitFIFO,
+			Retry: lockkit.Retry{Attempts: 2, MaxWait: 30 * time.Second}}}
 )
 
 func newClient(t *testing.T, addr, owner string) *lockkit.Client {

@@ -92,9 +92,9 @@ const (
 )
 
 // retry is a retry policy that waits for a held lock up to patience.
-var retry = lockkit.RetryPolicy{MaxAttempts: 1 << 20, InitialInterval: time.Millisecond, MaxInterval: 10 * time.Millisecond, MaxWait: patience}
+var retry = lockkit.Retry{Attempts: 1 << 20, Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxWait: patience}
 
-var longPolicy = lockkit.Policy{TTL: longTTL, RenewInterval: fastRenew}
+var longPolicy = lockkit.Policy{TTL: longTTL, Renew: fastRenew}
 
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
@@ -214,8 +214,8 @@ func (s *suite) mutualExclusion(t *testing.T) {
 	)
 	// Waiters poll gently, and commands may take long on a loaded
 	// machine: what is asserted is exclusion, not speed.
-	p := lockkit.Policy{TTL: longTTL, Fencing: s.caps.Fences, Retry: lockkit.RetryPolicy{
-		MaxAttempts: 1 << 20, InitialInterval: 2 * time.Millisecond, MaxInterval: 20 * time.Millisecond, MaxWait: 2 * patience}}
+	p := lockkit.Policy{TTL: longTTL, Fencing: s.caps.Fences, Retry: lockkit.Retry{
+		Attempts: 1 << 20, Initial: 2 * time.Millisecond, Max: 20 * time.Millisecond, MaxWait: 2 * patience}}
 	var (
 		ov        overlap
 		counter   atomic.Int64
@@ -285,7 +285,7 @@ func (s *suite) contended(t *testing.T) {
 		}
 	}
 	// Retries that run out are ErrNotAcquired too, saying so.
-	three := lockkit.Policy{TTL: longTTL, Retry: lockkit.RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond}}
+	three := lockkit.Policy{TTL: longTTL, Retry: lockkit.Retry{Attempts: 3, Initial: 10 * time.Millisecond}}
 	ran := false
 	err = lockOf(s.domain(t, c2, three), "held").Do(ctxFor(t, patience), func(context.Context, *lockkit.Lease) error { ran = true; return nil })
 	if !errors.Is(err, lockkit.ErrNotAcquired) || errors.Is(err, lockkit.ErrUnavailable) || ran || !strings.Contains(err.Error(), "gave up after 3 attempt(s)") {
@@ -406,7 +406,7 @@ func (s *suite) renewal(t *testing.T) {
 	// A command timeout that leaves room for three renewals before the
 	// lease's deadline, each a fifth of the TTL after the one before.
 	c, other := s.client(t, lockkit.WithCommandTimeout(ttl/4)), s.raw(t)
-	p := lockkit.Policy{TTL: ttl, RenewInterval: ttl / 5, Retry: lockkit.RetryPolicy{MaxAttempts: 4, MaxWait: patience}}
+	p := lockkit.Policy{TTL: ttl, Renew: ttl / 5, Retry: lockkit.Retry{Attempts: 4, MaxWait: patience}}
 	d := s.domain(t, c, p)
 	// Retried: a fresh client's first command may dial (and, on a Cluster,
 	// load the slot map) past the short command timeout.
@@ -516,7 +516,7 @@ func (s *suite) restart(t *testing.T) {
 		t.Skipf("%s: the harness cannot stop and start its server", s.h.Name)
 	}
 	c1, c2 := s.client(t), s.client(t)
-	p := lockkit.Policy{TTL: longTTL, RenewInterval: fastRenew, Fencing: s.caps.Fences, Retry: retry}
+	p := lockkit.Policy{TTL: longTTL, Renew: fastRenew, Fencing: s.caps.Fences, Retry: retry}
 	h := s.holdInDo(t, lockOf(s.domain(t, c1, p), "x"), nil)
 	f1 := h.lease.Fence()
 	s.h.Stop(t)
@@ -580,7 +580,7 @@ func (s *suite) lostMidFn(t *testing.T) {
 		t.Skipf("%s: the harness cannot take a key from its holder", s.h.Name)
 	}
 	c1, c2 := s.client(t), s.client(t)
-	p := lockkit.Policy{TTL: longTTL, RenewInterval: fastRenew, Retry: retry}
+	p := lockkit.Policy{TTL: longTTL, Renew: fastRenew, Retry: retry}
 	errFn := errors.New("fn's own error")
 	h := s.holdInDo(t, lockOf(s.domain(t, c1, p), "x"), errFn)
 	s.h.Steal(t, h.lease.Key())
@@ -621,7 +621,7 @@ func (s *suite) lostAtRelease(t *testing.T) {
 		t.Skipf("%s: the harness cannot take a key from its holder", s.h.Name)
 	}
 	c1, c2 := s.client(t), s.client(t)
-	p := lockkit.Policy{TTL: longTTL, RenewInterval: longTTL / 2, Retry: retry}
+	p := lockkit.Policy{TTL: longTTL, Renew: longTTL / 2, Retry: retry}
 	var taken *lockkit.Lease
 	err := lockOf(s.domain(t, c1, p), "x").Do(ctxFor(t, patience), func(ctx context.Context, lease *lockkit.Lease) error {
 		s.h.Steal(t, lease.Key())
@@ -888,7 +888,7 @@ func (s *suite) badInput(t *testing.T) {
 			}
 		}
 		// The shortest TTL both accept is served.
-		d := c1.Domain(lockkit.DomainSpec{Name: "minttl", Prefix: s.prefix(t), Policy: lockkit.Policy{TTL: minTTL, RenewInterval: -1}})
+		d := c1.Domain(lockkit.DomainSpec{Name: "minttl", Prefix: s.prefix(t), Policy: lockkit.Policy{TTL: minTTL, Renew: -1}})
 		if err := d.Err(); err != nil {
 			t.Errorf("%s: a domain with the minimum TTL %v: %v", s.h.Name, minTTL, err)
 		}
@@ -961,7 +961,7 @@ func (s *suite) serverDown(t *testing.T) {
 		t.Errorf("%s: Ping with the server down = %v; want ErrUnavailable", s.h.Name, err)
 	}
 	// Retries end as they began: unavailable, never contention.
-	p := lockkit.Policy{TTL: longTTL, Retry: lockkit.RetryPolicy{MaxAttempts: 3, InitialInterval: 10 * time.Millisecond}}
+	p := lockkit.Policy{TTL: longTTL, Retry: lockkit.Retry{Attempts: 3, Initial: 10 * time.Millisecond}}
 	if err := lockOf(s.domain(t, c, p), "x").Do(ctxFor(t, patience), nop); !errors.Is(err, lockkit.ErrUnavailable) || errors.Is(err, lockkit.ErrNotAcquired) {
 		t.Errorf("%s: Do with retries with the server down = %v; want ErrUnavailable", s.h.Name, err)
 	}

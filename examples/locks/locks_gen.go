@@ -81,13 +81,13 @@ var tableSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL: 10 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     5,
-			InitialInterval: 50 * time.Millisecond,
-			MaxInterval:     time.Second,
-			Multiplier:      2,
-			Jitter:          0.5,
-			MaxWait:         5 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   5,
+			Initial:    50 * time.Millisecond,
+			Max:        time.Second,
+			Multiplier: 2,
+			Jitter:     0.5,
+			MaxWait:    5 * time.Second,
 		},
 		Fencing: true,
 	},
@@ -211,13 +211,13 @@ var jobSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL: 30 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     3,
-			InitialInterval: 50 * time.Millisecond,
-			MaxInterval:     time.Second,
-			Multiplier:      2,
-			Jitter:          0.5,
-			MaxWait:         2 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   3,
+			Initial:    50 * time.Millisecond,
+			Max:        time.Second,
+			Multiplier: 2,
+			Jitter:     0.5,
+			MaxWait:    2 * time.Second,
 		},
 	},
 }

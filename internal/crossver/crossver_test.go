@@ -130,8 +130,8 @@ type store struct {
 
 // The policy both sides use (the old worker has the same literal).
 func policy(wait string) lockkit.Policy {
-	p := lockkit.Policy{TTL: 5 * time.Second, Fencing: true, Retry: lockkit.RetryPolicy{
-		MaxAttempts: 100000, InitialInterval: 2 * time.Millisecond, MaxInterval: 20 * time.Millisecond, MaxWait: 30 * time.Second}}
+	p := lockkit.Policy{TTL: 5 * time.Second, Fencing: true, Retry: lockkit.Retry{
+		Attempts: 100000, Initial: 2 * time.Millisecond, Max: 20 * time.Millisecond, MaxWait: 30 * time.Second}}
 	if wait == "fifo" {
 		p.Wait = lockkit.WaitFIFO
 	}

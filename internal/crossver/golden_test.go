@@ -215,7 +215,7 @@ func TestGoldenRedis(t *testing.T) {
 
 	// FIFO: a holder, a queued waiter, the handover message.
 	fifoPolicy := lockkit.Policy{TTL: 10 * time.Second, Fencing: true, Wait: lockkit.WaitFIFO,
-		Retry: lockkit.RetryPolicy{MaxAttempts: 1000, MaxWait: 10 * time.Second}}
+		Retry: lockkit.Retry{Attempts: 1000, MaxWait: 10 * time.Second}}
 	fifo := c.Domain(lockkit.DomainSpec{Name: "fifo", Pattern: "fifo:{id}", Policy: fifoPolicy})
 	c2, err := newClient(r.Client(t), nil, lockkit.WithOwner("waiter"))
 	if err != nil {

@@ -321,8 +321,6 @@ func globEscape(s string) string {
 // It ends with '}', so derived keys (key:fence, key:q...) never match.
 func (d *Decoder) glob(dom *schema.Domain, fixed map[string]string) string {
 	var b strings.Builder
-	b.WriteString(globEscape(d.prefix))
-	b.WriteByte('{')
 	star := false
 	for _, s := range dom.Segments {
 		v, isFixed := fixed[s.Param]
@@ -338,8 +336,7 @@ func (d *Decoder) glob(dom *schema.Domain, fixed map[string]string) string {
 			star = true
 		}
 	}
-	b.WriteByte('}')
-	return b.String()
+	return policy.Key(globEscape(d.prefix), b.String())
 }
 
 // globAll matches every lock key under the prefix.

@@ -143,7 +143,7 @@ func TestCatalogValues(t *testing.T) {
 				t.Errorf("outcome values %v, want %v", e.Values, outcomes)
 			}
 		case string(telnames.AttrLostCause):
-			if !slices.Equal(e.Values, []string{"refused", "deadline", "closed"}) {
+			if !slices.Equal(e.Values, []string{"refused", "deadline", "closed", "max_hold"}) {
 				t.Errorf("lost cause values %v", e.Values)
 			}
 		}

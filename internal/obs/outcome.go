@@ -10,7 +10,7 @@ import (
 // plus one. TestOutcomeRange fails if telemetry gains a constant after them.
 const (
 	numOutcomes   = int(telnames.OutcomeLost) + 1
-	numLostCauses = int(telnames.LostClosed) + 1
+	numLostCauses = int(telnames.LostMaxHold) + 1
 )
 
 // validOutcome is o, or OutcomeError when o is out of range: the same rule as

@@ -161,8 +161,20 @@ const (
 )
 
 // Key is the lock key of suffix (the domain pattern with its parameters
-// encoded) under prefix.
-func Key(prefix, suffix string) string { return prefix + "{" + suffix + "}" }
+// encoded) under prefix. Key, and AppendKeyOpen with AppendKeyClose for a
+// key built in a buffer, are the only places that lay a key out.
+func Key(prefix, suffix string) string {
+	return string(AppendKeyClose(append(AppendKeyOpen(make([]byte, 0, len(prefix)+len(suffix)+2), prefix), suffix...)))
+}
+
+// AppendKeyOpen appends the start of a lock key to dst: prefix and the
+// hash tag's opening brace. The suffix follows, then AppendKeyClose.
+func AppendKeyOpen(dst []byte, prefix string) []byte {
+	return append(append(dst, prefix...), TagOpen)
+}
+
+// AppendKeyClose appends the end of a lock key to dst, after its suffix.
+func AppendKeyClose(dst []byte) []byte { return append(dst, TagClose) }
 
 // HashTag is the part of key that Redis Cluster hashes: what lies between
 // the first '{' and the next '}', when that is not empty, or else the whole
@@ -346,4 +358,31 @@ const (
 // takes it.
 func FIFODeadWaiterBound(ttl time.Duration) time.Duration {
 	return min(ttl, FIFOWaiterTTL) + FIFOFallback
+}
+
+// CheckMaxHold reports a max hold that cannot cap a lease of ttl: it must be
+// above the TTL (a lease is granted for a whole TTL), and counted in whole
+// milliseconds as Redis counts expiries. 0 means no cap.
+func CheckMaxHold(ttl, maxHold time.Duration) error {
+	switch {
+	case maxHold == 0:
+		return nil
+	case maxHold < 0:
+		return fmt.Errorf("max_hold must be > 0, or left out for no cap (got %v)", maxHold)
+	case maxHold%time.Millisecond != 0:
+		return fmt.Errorf("max_hold must be a whole number of milliseconds, as Redis counts them (got %v)", maxHold)
+	case ttl > 0 && maxHold <= ttl:
+		return fmt.Errorf("max_hold %v must be above the ttl %v: a lease is granted for a whole ttl, so a cap not above it would end every lease at its first grant", maxHold, ttl)
+	}
+	return nil
+}
+
+// EnvMaxHoldPrefix starts the environment variables that override a
+// domain's max hold at run time: LOCKKIT_MAX_HOLD_<NAME>=<Go duration>, 0
+// for no cap. NAME is spelled as for EnvTTLPrefix.
+const EnvMaxHoldPrefix = "LOCKKIT_MAX_HOLD_"
+
+// EnvMaxHoldName is the variable that overrides domain's max hold.
+func EnvMaxHoldName(domain string) string {
+	return EnvMaxHoldPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
 }

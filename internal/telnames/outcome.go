@@ -116,6 +116,10 @@ const (
 	// lease still held at Close); the holder's Err reports ErrLockLost and
 	// ErrClosed.
 	LostClosed
+	// LostMaxHold: the lease reached its domain's max hold (Policy.MaxHold),
+	// the cap on its total life; the holder's Err matches ErrLockLost and
+	// names the max hold.
+	LostMaxHold
 
 	NumLostCauses // keep last
 )
@@ -124,9 +128,10 @@ var lostCauseNames = [NumLostCauses]string{
 	LostRefused:  "refused",
 	LostDeadline: "deadline",
 	LostClosed:   "closed",
+	LostMaxHold:  "max_hold",
 }
 
-// String returns the cause's attribute value ("refused", "deadline", "closed").
+// String returns the cause's attribute value ("refused", "deadline", "closed", "max_hold").
 func (c LostCause) String() string { return lostCauseNames[c.valid()] }
 
 func (c LostCause) valid() LostCause {

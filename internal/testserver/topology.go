@@ -278,7 +278,7 @@ func KeyPerSlot() []string {
 	for i, left := 0, len(keys); left > 0; i++ {
 		tag := strconv.Itoa(i)
 		if slot := policy.ClusterSlot(tag); keys[slot] == "" {
-			keys[slot] = "lock:slot{" + tag + "}"
+			keys[slot] = policy.Key("lock:slot", tag)
 			left--
 		}
 	}

@@ -85,13 +85,13 @@ var counterSpec = lockkit.DomainSpec{
 	Prefix:  "e2e:",
 	Policy: lockkit.Policy{
 		TTL: 5 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     1000,
-			InitialInterval: 2 * time.Millisecond,
-			MaxInterval:     10 * time.Millisecond,
-			Multiplier:      2,
-			Jitter:          0.2,
-			MaxWait:         20 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   1000,
+			Initial:    2 * time.Millisecond,
+			Max:        10 * time.Millisecond,
+			Multiplier: 2,
+			Jitter:     0.2,
+			MaxWait:    20 * time.Second,
 		},
 	},
 }
@@ -258,8 +258,8 @@ var singletonSpec = lockkit.DomainSpec{
 	Pattern: "singleton",
 	Prefix:  "e2e:",
 	Policy: lockkit.Policy{
-		TTL:           2 * time.Second,
-		RenewInterval: -1, // never renewed: the lease ends at its deadline
+		TTL:   2 * time.Second,
+		Renew: -1, // never renewed: the lease ends at its deadline
 	},
 }
 

@@ -53,8 +53,8 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 	pol := lockkit.Policy{
 		TTL:     *ttl,
 		Fencing: true,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts: 1000, InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
+		Retry: lockkit.Retry{
+			Attempts: 1000, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond,
 			MaxWait: 2 * time.Second,
 		},
 	}

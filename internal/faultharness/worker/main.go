@@ -149,8 +149,8 @@ func run() error {
 	d := client.Domain(lockkit.DomainSpec{Name: "harness", Prefix: "lock:", Policy: lockkit.Policy{
 		TTL:     *ttl,
 		Fencing: true,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts: 1000, InitialInterval: 5 * time.Millisecond, MaxInterval: 50 * time.Millisecond,
+		Retry: lockkit.Retry{
+			Attempts: 1000, Initial: 5 * time.Millisecond, Max: 50 * time.Millisecond,
 			MaxWait: 2 * time.Second,
 		},
 	}})

@@ -72,12 +72,12 @@ var aSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL: 3 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     3,
-			InitialInterval: 10 * time.Millisecond,
-			MaxInterval:     100 * time.Millisecond,
-			Multiplier:      2,
-			Jitter:          0.5,
+		Retry: lockkit.Retry{
+			Attempts:   3,
+			Initial:    10 * time.Millisecond,
+			Max:        100 * time.Millisecond,
+			Multiplier: 2,
+			Jitter:     0.5,
 		},
 	},
 }
@@ -111,14 +111,14 @@ var bSpec = lockkit.DomainSpec{
 	Pattern: "b:{id}",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           3 * time.Second,
-		RenewInterval: time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     3,
-			InitialInterval: 10 * time.Millisecond,
-			MaxInterval:     100 * time.Millisecond,
-			Multiplier:      2,
-			Jitter:          0.5,
+		TTL:   3 * time.Second,
+		Renew: time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   3,
+			Initial:    10 * time.Millisecond,
+			Max:        100 * time.Millisecond,
+			Multiplier: 2,
+			Jitter:     0.5,
 		},
 	},
 }

@@ -88,14 +88,14 @@ var inheritedSpec = lockkit.DomainSpec{
 	Pattern: "inherited",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           10 * time.Second,
-		RenewInterval: 2 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     4,
-			InitialInterval: 100 * time.Millisecond,
-			MaxInterval:     2 * time.Second,
-			Multiplier:      1.5,
-			Jitter:          0.25,
+		TTL:   10 * time.Second,
+		Renew: 2 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   4,
+			Initial:    100 * time.Millisecond,
+			Max:        2 * time.Second,
+			Multiplier: 1.5,
+			Jitter:     0.25,
 		},
 		Fencing: true,
 	},
@@ -137,15 +137,15 @@ var overrideSomeSpec = lockkit.DomainSpec{
 	Pattern: "override_some",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           10 * time.Second,
-		RenewInterval: 2 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     10,
-			InitialInterval: 100 * time.Millisecond,
-			MaxInterval:     2 * time.Second,
-			Multiplier:      1.5,
-			Jitter:          0.25,
-			MaxWait:         30 * time.Second,
+		TTL:   10 * time.Second,
+		Renew: 2 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   10,
+			Initial:    100 * time.Millisecond,
+			Max:        2 * time.Second,
+			Multiplier: 1.5,
+			Jitter:     0.25,
+			MaxWait:    30 * time.Second,
 		},
 		Fencing: true,
 	},
@@ -187,8 +187,8 @@ var singleSpec = lockkit.DomainSpec{
 	Pattern: "single",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           10 * time.Second,
-		RenewInterval: 2 * time.Second,
+		TTL:   10 * time.Second,
+		Renew: 2 * time.Second,
 	},
 }
 
@@ -222,14 +222,14 @@ var neverRenewedSpec = lockkit.DomainSpec{
 	Pattern: "never_renewed",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           1500 * time.Millisecond,
-		RenewInterval: -1, // never renewed: the lease ends at its deadline
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     4,
-			InitialInterval: 100 * time.Millisecond,
-			MaxInterval:     2 * time.Second,
-			Multiplier:      1.5,
-			Jitter:          0.25,
+		TTL:   1500 * time.Millisecond,
+		Renew: -1, // never renewed: the lease ends at its deadline
+		Retry: lockkit.Retry{
+			Attempts:   4,
+			Initial:    100 * time.Millisecond,
+			Max:        2 * time.Second,
+			Multiplier: 1.5,
+			Jitter:     0.25,
 		},
 		Fencing: true,
 	},
@@ -271,14 +271,14 @@ var longSpec = lockkit.DomainSpec{
 	Pattern: "long",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           2 * time.Hour,
-		RenewInterval: 90 * time.Minute,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     2,
-			InitialInterval: time.Minute,
-			MaxInterval:     90 * time.Minute,
-			Multiplier:      1,
-			Jitter:          0.1,
+		TTL:   2 * time.Hour,
+		Renew: 90 * time.Minute,
+		Retry: lockkit.Retry{
+			Attempts:   2,
+			Initial:    time.Minute,
+			Max:        90 * time.Minute,
+			Multiplier: 1,
+			Jitter:     0.1,
 		},
 		Fencing: true,
 	},
@@ -320,14 +320,14 @@ var fineSpec = lockkit.DomainSpec{
 	Pattern: "fine",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:           10 * time.Millisecond,
-		RenewInterval: 2500 * time.Microsecond,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     4,
-			InitialInterval: 100 * time.Millisecond,
-			MaxInterval:     2 * time.Second,
-			Multiplier:      1.5,
-			Jitter:          0.25,
+		TTL:   10 * time.Millisecond,
+		Renew: 2500 * time.Microsecond,
+		Retry: lockkit.Retry{
+			Attempts:   4,
+			Initial:    100 * time.Millisecond,
+			Max:        2 * time.Second,
+			Multiplier: 1.5,
+			Jitter:     0.25,
 		},
 		Fencing: true,
 	},

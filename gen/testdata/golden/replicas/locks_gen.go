@@ -233,12 +233,12 @@ var slowSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL: 2 * time.Minute,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     3,
-			InitialInterval: 50 * time.Millisecond,
-			MaxInterval:     time.Second,
-			Multiplier:      2,
-			Jitter:          0.5,
+		Retry: lockkit.Retry{
+			Attempts:   3,
+			Initial:    50 * time.Millisecond,
+			Max:        time.Second,
+			Multiplier: 2,
+			Jitter:     0.5,
 		},
 		Replicas:       3,
 		ReplicaTimeout: time.Second,

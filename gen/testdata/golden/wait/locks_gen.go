@@ -77,9 +77,9 @@ var tableSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL: 10 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts: 5,
-			MaxWait:     2 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts: 5,
+			MaxWait:  2 * time.Second,
 		},
 		Fencing: true,
 		Wait:    lockkit.WaitFIFO,
@@ -122,13 +122,13 @@ var seatSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL: 10 * time.Second,
-		Retry: lockkit.RetryPolicy{
-			MaxAttempts:     5,
-			InitialInterval: 50 * time.Millisecond,
-			MaxInterval:     time.Second,
-			Multiplier:      2,
-			Jitter:          0.5,
-			MaxWait:         2 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   5,
+			Initial:    50 * time.Millisecond,
+			Max:        time.Second,
+			Multiplier: 2,
+			Jitter:     0.5,
+			MaxWait:    2 * time.Second,
 		},
 	},
 }
