@@ -110,7 +110,7 @@ func (m *lagMonitor) maxLag(since time.Time) time.Duration {
 // process than about the server.
 func starved(start time.Time) bool {
 	wait := time.Since(start)
-	return monitor.maxLag(start) >= max(wait/4, lagFloor)
+	return monitor.maxLag(start) >= max(wait/8, lagFloor)
 }
 
 const lagFloor = 50 * time.Millisecond
