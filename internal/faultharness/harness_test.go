@@ -369,7 +369,7 @@ func (h *harness) newerWrite(res string, above int64) error {
 // key names the lease token, the workers' histories name its worker.
 func (h *harness) currentHolder(what string) (*workerProc, string, int64) {
 	t := h.t
-	rdb := redis.NewClient(&redis.Options{Addr: h.ls.primary.Addr(), MaxRetries: -1, DisableIdentity: true})
+	rdb := redis.NewClient(&redis.Options{Addr: h.ls.primary.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	var (
 		w   *workerProc
@@ -461,9 +461,9 @@ func (h *harness) failover() {
 	t := h.t
 	ls := h.ls
 	f := Fault{Kind: "failover", Worker: -1, Start: time.Now().UnixNano()}
-	prim := redis.NewClient(&redis.Options{Addr: ls.primary.Addr(), MaxRetries: -1, DisableIdentity: true})
+	prim := redis.NewClient(&redis.Options{Addr: ls.primary.Addr(), ContextTimeoutEnabled: true})
 	defer prim.Close()
-	repl := redis.NewClient(&redis.Options{Addr: ls.replica.Addr(), MaxRetries: -1, DisableIdentity: true})
+	repl := redis.NewClient(&redis.Options{Addr: ls.replica.Addr(), ContextTimeoutEnabled: true})
 	defer repl.Close()
 	ls.cutReplication(t, prim, repl)
 	var pc, rc int64

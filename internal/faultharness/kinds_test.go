@@ -776,7 +776,7 @@ var faultFns = map[string]func(r *krun) Fault{
 	// restart-queued: once waiters are queued, kill -9 the lock server and
 	// restart it empty (its AOF directory moved aside for the checker).
 	"restart-queued": func(r *krun) Fault {
-		rdb := redis.NewClient(&redis.Options{Addr: r.lock.Addr(), MaxRetries: -1, DisableIdentity: true})
+		rdb := redis.NewClient(&redis.Options{Addr: r.lock.Addr(), ContextTimeoutEnabled: true})
 		defer rdb.Close()
 		var n int64
 		waitUntil(r.t, holdFor, "two waiters queued", func() error {
@@ -804,7 +804,7 @@ var faultFns = map[string]func(r *krun) Fault{
 		r.next++
 		node := r.cluster.Nodes()[r.keyNode[i]]
 		f := Fault{Worker: w.id, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano(), Lost: true}
-		cl := redis.NewClient(&redis.Options{Addr: node.Addr(), MaxRetries: -1, DisableIdentity: true})
+		cl := redis.NewClient(&redis.Options{Addr: node.Addr(), ContextTimeoutEnabled: true})
 		v, err := cl.Get(r.t.Context(), r.keys[i]).Result()
 		cl.Close()
 		tok, _, _ := holder.Decode(v)

@@ -32,7 +32,7 @@ func TestHelperQueuedWaiter(t *testing.T) {
 	f := strings.Fields(spec)
 	wttl, _ := strconv.Atoi(f[3])
 	wake := strings.TrimPrefix(f[4], "-")
-	rdb := redis.NewClient(&redis.Options{Addr: f[0], MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: f[0], ContextTimeoutEnabled: true}) // as the README shows users
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r, err := acq(ctx, rdb, f[1], f[2], time.Second, false, time.Duration(wttl)*time.Millisecond, wake)

@@ -83,10 +83,8 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 			lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
 		)
 	case "fifo":
-		rdb := redis.NewClient(&redis.Options{
-			Addr: *lockRedis, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-			PoolTimeout: 2 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
-		})
+		// The README's client configuration (go-redis's default retries).
+		rdb := redis.NewClient(&redis.Options{Addr: *lockRedis, ContextTimeoutEnabled: true})
 		closers = append(closers, func() { rdb.Close() })
 		kw.client, err = newLockClient(rdb, log)
 		if *id%2 == 1 && *mutate == "nofifo" {
@@ -96,10 +94,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 			pol.Retry.MaxWait = 5 * time.Second
 		}
 	case "doall":
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs: strings.Split(*lockCluster, ","), DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-			PoolTimeout: 2 * time.Second, MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
-		})
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*lockCluster, ","), ContextTimeoutEnabled: true})
 		closers = append(closers, func() { rdb.Close() })
 		kw.client, err = newLockClient(rdb, log)
 	default:

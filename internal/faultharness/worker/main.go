@@ -130,16 +130,13 @@ func run() error {
 	if *mode != "redis" {
 		return runOther(h, log)
 	}
+	// The lock and resource clients are configured as the README shows users
+	// (ContextTimeoutEnabled; go-redis's default retries and timeouts), so
+	// every fault runs against the configuration users run.
 	lockRDB := redis.NewFailoverClient(&redis.FailoverOptions{
 		MasterName:            *master,
 		SentinelAddrs:         []string{*sentinel},
-		DialTimeout:           time.Second,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
-		PoolTimeout:           2 * time.Second,
-		MaxRetries:            -1,
 		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
 	})
 	defer lockRDB.Close()
 	client, err := newLockClient(lockRDB, log)
@@ -154,10 +151,7 @@ func run() error {
 			MaxWait: 2 * time.Second,
 		},
 	}})
-	res := redis.NewClient(&redis.Options{
-		Addr: *resRedis, DialTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
-		MaxRetries: -1, ContextTimeoutEnabled: true, DisableIdentity: true,
-	})
+	res := redis.NewClient(&redis.Options{Addr: *resRedis, ContextTimeoutEnabled: true})
 	defer res.Close()
 	db, err := sql.Open("pgx", *pgDSN)
 	if err != nil {
