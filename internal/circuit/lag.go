@@ -17,17 +17,16 @@ import (
 // lagMonitor measures how late a runnable goroutine gets to run: while any
 // acquisition is in flight, one goroutine ticks every lagTick and records how
 // much later than due each tick came. A timeout during which some tick came
-// at least a quarter of the wait (and lagFloor) late is the process's own starvation
+// at least an eighth of the wait (and lagFloor) late is the process's own starvation
 // (starved), which the breaker ignores. The monitor stops after a second
 // with nothing in flight, so an idle client runs no goroutine of it.
 type lagMonitor struct {
 	inflight atomic.Int64
-	lastTick atomic.Int64 // unix nanoseconds of the last tick, 0 when stopped
+	lastTick atomic.Int64 // unix nanoseconds of the last tick; 0 while the monitor is stopped (written under mu)
 
-	mu      sync.Mutex
-	running bool
-	ring    [lagRing]lagTickRec
-	next    int
+	mu   sync.Mutex
+	ring [lagRing]lagTickRec
+	next int
 }
 
 type lagTickRec struct {
@@ -50,8 +49,7 @@ func (m *lagMonitor) enter() {
 		return
 	}
 	m.mu.Lock()
-	if !m.running {
-		m.running = true
+	if m.lastTick.Load() == 0 {
 		m.lastTick.Store(time.Now().UnixNano())
 		go m.loop()
 	}
@@ -76,7 +74,6 @@ func (m *lagMonitor) loop() {
 		if m.inflight.Load() > 0 {
 			idle = 0
 		} else if idle++; idle >= lagIdle {
-			m.running = false
 			m.lastTick.Store(0)
 			m.mu.Unlock()
 			return
@@ -104,8 +101,8 @@ func (m *lagMonitor) maxLag(since time.Time) time.Duration {
 	return worst
 }
 
-// starved reports whether the process was kept from running for at least a
-// quarter of the wait that began at start (and at least lagFloor, far above
+// starved reports whether the process was kept from running for at least an
+// eighth of the wait that began at start (and at least lagFloor, far above
 // a ticker's jitter): long enough that a timeout says more about this
 // process than about the server.
 func starved(start time.Time) bool {
