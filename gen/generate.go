@@ -327,7 +327,7 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	dv.TypeDoc = append(dv.TypeDoc, "")
 	dv.TypeDoc = append(dv.TypeDoc, wrap("Policy: "+policyText(d)+".")...)
-	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s). It does not touch Redis.", d.GoName, d.Name, shape, dv.Ref))
+	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s). It does no I/O.", d.GoName, d.Name, shape, dv.Ref))
 	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the lock's methods return lockkit.ErrNoClient.",
 		d.GoName, d.Name, shape, dv.Ref))
 }

@@ -79,8 +79,9 @@ type Client struct {
 	bg          sync.WaitGroup // renewals and background releases
 }
 
-// Option configures a Client.
-type Option func(*Client)
+// Option configures a Client: one of the With functions below. The zero
+// Option is refused by New.
+type Option struct{ set func(*Client) }
 
 // WithOwner names this client in the description recorded with each lock it
 // takes (beside the host name, the process id and, when the acquire is
@@ -88,17 +89,17 @@ type Option func(*Client)
 // service or replica name, say. Long names are cut to 64 bytes. Recording it
 // costs no round trip: it is part of the value the acquire writes.
 func WithOwner(name string) Option {
-	return func(c *Client) { c.who.Owner = name }
+	return Option{func(c *Client) { c.who.Owner = name }}
 }
 
 // WithLogger sets where the client logs lost leases, failed releases and
 // other events that no caller sees as an error. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
-	return func(c *Client) {
+	return Option{func(c *Client) {
 		if l != nil {
 			c.log = l
 		}
-	}
+	}}
 }
 
 // WithCommandTimeout bounds each backend command (acquire, extend, release).
@@ -108,23 +109,23 @@ func WithLogger(l *slog.Logger) Option {
 // ContextTimeoutEnabled set; otherwise go-redis applies its own read and
 // write timeouts. Lease deadlines are tracked locally either way.
 func WithCommandTimeout(d time.Duration) Option {
-	return func(c *Client) {
+	return Option{func(c *Client) {
 		if d > 0 {
 			c.cmdTimeout = d
 		}
-	}
+	}}
 }
 
 // WithTracerProvider sets where lockkit's spans go. Default: the global
 // provider (otel.GetTracerProvider), followed if it is replaced later.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *Client) { c.telOpts.TracerProvider = tp }
+	return Option{func(c *Client) { c.telOpts.TracerProvider = tp }}
 }
 
 // WithMeterProvider sets where lockkit's metrics go. Default: the global
 // provider, followed if it is replaced later.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(c *Client) { c.telOpts.MeterProvider = mp }
+	return Option{func(c *Client) { c.telOpts.MeterProvider = mp }}
 }
 
 // WithKeyMode says how lock keys appear in spans (the lockkit.key
@@ -133,7 +134,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 // searchable, not readable) or telemetry.KeyOmitted. Log lines follow the
 // same mode. Metrics never carry keys.
 func WithKeyMode(mode telemetry.KeyMode, hashSecret []byte) Option {
-	return func(c *Client) { c.telOpts.KeyMode, c.telOpts.KeyHashSecret = mode, hashSecret }
+	return Option{func(c *Client) { c.telOpts.KeyMode, c.telOpts.KeyHashSecret = mode, hashSecret }}
 }
 
 // WithoutReplicaWarning silences, for the named domains, the warning a
@@ -142,14 +143,14 @@ func WithKeyMode(mode telemetry.KeyMode, hashSecret []byte) Option {
 // give the lock to a second holder (docs/deployments.md#when-to-use-which). Use it
 // where fences alone are the protection you chose.
 func WithoutReplicaWarning(domains ...string) Option {
-	return func(c *Client) {
+	return Option{func(c *Client) {
 		if c.quietReplicas == nil {
 			c.quietReplicas = map[string]bool{}
 		}
 		for _, d := range domains {
 			c.quietReplicas[d] = true
 		}
-	}
+	}}
 }
 
 // WithBreaker sets the circuit breakers' settings (zero fields keep the
@@ -160,7 +161,7 @@ func WithoutReplicaWarning(domains ...string) Option {
 // and should succeed the moment the node is back; a held lease whose
 // renewals fail is lost at its local deadline as always.
 func WithBreaker(s breaker.Settings) Option {
-	return func(c *Client) { c.brSettings = s }
+	return Option{func(c *Client) { c.brSettings = s }}
 }
 
 // New returns a client whose locks live in b: goredis.New(rdb),
@@ -179,10 +180,10 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 		leases:     make(map[*Lease]struct{}),
 	}
 	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("lockkit: New: option %d is nil", i+1)
+		if o.set == nil {
+			return nil, fmt.Errorf("lockkit: New: option %d is the zero Option; use one of the With functions", i+1)
 		}
-		o(c)
+		o.set(c)
 	}
 	if m := c.telOpts.KeyMode; m > telemetry.KeyOmitted {
 		return nil, fmt.Errorf("lockkit: New: WithKeyMode: unknown key mode %d (telemetry.KeyRaw, KeyHashed or KeyOmitted)", m)

@@ -22,7 +22,7 @@ var (
 
 	// ErrNotHeld means a release or extend found the key no longer holding this
 	// lease's token (it expired, maybe someone else holds it now). Nothing was
-	// changed in Redis.
+	// changed in the store.
 	ErrNotHeld = errors.New("lockkit: lock not held by this lease")
 
 	// ErrUnavailable means the backend could not answer: network errors,

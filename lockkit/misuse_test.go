@@ -174,5 +174,5 @@ func TestMisuseNeverPanics(t *testing.T) {
 			return err
 		}), "Redlock")
 	}
-	wantErr(t, "New(…, nil Option)", call(t, "nil Option", func() error { _, err := New(goredis.New(r.Client(t)), nil); return err }), "option")
+	wantErr(t, "New(…, zero Option)", call(t, "zero Option", func() error { _, err := New(goredis.New(r.Client(t)), Option{}); return err }), "option")
 }

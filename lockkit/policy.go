@@ -19,7 +19,7 @@ const MinTTL = policy.MinTTL
 // Policy is how a domain's locks behave: how long a lease lives, how often it
 // is renewed, how acquisition retries, and whether it issues fencing numbers.
 type Policy struct {
-	// TTL is how long Redis keeps the lock without a renewal. It bounds how
+	// TTL is how long the store keeps the lock without a renewal. It bounds how
 	// long a crashed holder blocks others. Must be > 0.
 	TTL time.Duration
 

@@ -143,8 +143,8 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 		"lockkit.New": func(t *testing.T) {
 			_, err := lockkit.New(driver.Spec{})
 			wantErr(t, "New(zero Spec)", err, "no backend")
-			_, err = lockkit.New(goredis.New(unreachable), nil)
-			wantErr(t, "New(…, nil Option)", err, "option")
+			_, err = lockkit.New(goredis.New(unreachable), lockkit.Option{})
+			wantErr(t, "New(…, zero Option)", err, "option")
 		},
 		"lockkit.WithBreaker": func(t *testing.T) {
 			_, err := lockkit.New(goredis.New(unreachable), lockkit.WithBreaker(breaker.Settings{ConsecutiveFailures: math.MaxUint32, FailureRatio: -1, OpenTimeout: -1, Interval: math.MinInt64}))

@@ -85,8 +85,8 @@ var Fields = []Field{
 	},
 	{
 		Name: "wait", GoName: "Wait", Type: "string", Default: WaitPollName,
-		Doc:  "How an acquisition waits for a held lock: poll retries with jittered backoff per retry; fifo queues the waiters in Redis in arrival order, hands the lock to the next one on release and wakes it by push.",
-		Rule: "poll or fifo; fifo is for the Redis backend only, needs retry max_wait when attempts > 1, ignores retry's backoff fields, and excludes replicas.",
+		Doc:  "How an acquisition waits for a held lock: poll retries with jittered backoff per retry; fifo queues the waiters in arrival order (Redis, etcd and ZooKeeper hand the lock to the next one on release and wake it by push; PostgreSQL queues them in its own lock manager).",
+		Rule: "poll or fifo; fifo is refused by Redlock, needs retry max_wait when attempts > 1, ignores retry's backoff fields, and excludes replicas.",
 	},
 	{
 		Name: "max_hold", GoName: "MaxHold", Type: "time.Duration", Default: "none",

@@ -108,7 +108,7 @@ var counterSpec = lockkit.DomainSpec{
 type CounterLock struct{ lockkit.Lock }
 
 // Counter returns the counter lock on the key "e2e:{counter:<id>}"
-// (lockkit.yaml:12). It does not touch Redis.
+// (lockkit.yaml:12). It does no I/O.
 func (l *Locks) Counter(id string) CounterLock {
 	return CounterLock{l.counter.Key(8 + len(id)).Literal("counter:").String(id).Lock()}
 }
@@ -146,7 +146,7 @@ type MultiLock struct{ lockkit.Lock }
 
 // Multi returns the multi lock on the key
 // "e2e:{multi:<s>:<i>:<i32>:<i64>:<u>:<u32>:<u64>}" (lockkit.yaml:16). It does
-// not touch Redis.
+// no I/O.
 func (l *Locks) Multi(s string, i int, i32 int32, i64 int64, u uint, u32 uint32, u64 uint64) MultiLock {
 	return MultiLock{l.multi.Key(113 + len(s)).
 		Literal("multi:").String(s).
@@ -194,7 +194,7 @@ type FencedLock struct{ lockkit.Lock }
 func (FencedLock) LockkitFencing() {}
 
 // Fenced returns the fenced lock on the key "e2e:{fenced:<id>}"
-// (lockkit.yaml:19). It does not touch Redis.
+// (lockkit.yaml:19). It does no I/O.
 func (l *Locks) Fenced(id uint64) FencedLock {
 	return FencedLock{l.fenced.Key(27).Literal("fenced:").Uint(id).Lock()}
 }
@@ -231,7 +231,7 @@ type ShadowLock struct{ lockkit.Lock }
 
 // Shadow returns the shadow lock on the key
 // "e2e:{shadow:<len>:<l>:<string>:<defaultLocks>:<lockkit>}"
-// (lockkit.yaml:22). It does not touch Redis.
+// (lockkit.yaml:22). It does no I/O.
 func (l_ *Locks) Shadow(len_, l, string_, defaultLocks_, lockkit_ string) ShadowLock {
 	return ShadowLock{l_.shadow.Key(11 + len(len_) + len(l) + len(string_) + len(defaultLocks_) + len(lockkit_)).
 		Literal("shadow:").String(len_).
@@ -272,7 +272,7 @@ var singletonSpec = lockkit.DomainSpec{
 type SingletonLock struct{ lockkit.Lock }
 
 // Singleton returns the singleton lock on the key "e2e:{singleton}"
-// (lockkit.yaml:25). It does not touch Redis.
+// (lockkit.yaml:25). It does no I/O.
 func (l *Locks) Singleton() SingletonLock {
 	return SingletonLock{l.singleton.Key(9).Literal("singleton").Lock()}
 }

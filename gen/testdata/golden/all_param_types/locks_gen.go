@@ -118,8 +118,8 @@ var sSpec = lockkit.DomainSpec{
 // attempt.
 type SLock struct{ lockkit.Lock }
 
-// S returns the s lock on the key "lock:{s:<v>}" (lockkit.yaml:5). It does not
-// touch Redis.
+// S returns the s lock on the key "lock:{s:<v>}" (lockkit.yaml:5). It does no
+// I/O.
 func (l *Locks) S(v string) SLock {
 	return SLock{l.s.Key(2 + len(v)).Literal("s:").String(v).Lock()}
 }
@@ -153,7 +153,7 @@ var s2Spec = lockkit.DomainSpec{
 type S2Lock struct{ lockkit.Lock }
 
 // S2 returns the s2 lock on the key "lock:{s2:<v>}" (lockkit.yaml:6). It does
-// not touch Redis.
+// no I/O.
 func (l *Locks) S2(v string) S2Lock {
 	return S2Lock{l.s2.Key(3 + len(v)).Literal("s2:").String(v).Lock()}
 }
@@ -185,8 +185,8 @@ var iSpec = lockkit.DomainSpec{
 // attempt.
 type ILock struct{ lockkit.Lock }
 
-// I returns the i lock on the key "lock:{i:<v>}" (lockkit.yaml:7). It does not
-// touch Redis.
+// I returns the i lock on the key "lock:{i:<v>}" (lockkit.yaml:7). It does no
+// I/O.
 func (l *Locks) I(v int) ILock {
 	return ILock{l.i.Key(22).Literal("i:").Int(int64(v)).Lock()}
 }
@@ -220,7 +220,7 @@ var i32Spec = lockkit.DomainSpec{
 type I32Lock struct{ lockkit.Lock }
 
 // I32 returns the i32 lock on the key "lock:{i32:<v>}" (lockkit.yaml:8). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) I32(v int32) I32Lock {
 	return I32Lock{l.i32.Key(15).Literal("i32:").Int(int64(v)).Lock()}
 }
@@ -254,7 +254,7 @@ var i64Spec = lockkit.DomainSpec{
 type I64Lock struct{ lockkit.Lock }
 
 // I64 returns the i64 lock on the key "lock:{i64:<v>}" (lockkit.yaml:9). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) I64(v int64) I64Lock {
 	return I64Lock{l.i64.Key(24).Literal("i64:").Int(v).Lock()}
 }
@@ -287,8 +287,8 @@ var uSpec = lockkit.DomainSpec{
 // attempt.
 type ULock struct{ lockkit.Lock }
 
-// U returns the u lock on the key "lock:{u:<v>}" (lockkit.yaml:10). It does
-// not touch Redis.
+// U returns the u lock on the key "lock:{u:<v>}" (lockkit.yaml:10). It does no
+// I/O.
 func (l *Locks) U(v uint) ULock {
 	return ULock{l.u.Key(22).Literal("u:").Uint(uint64(v)).Lock()}
 }
@@ -322,7 +322,7 @@ var u32Spec = lockkit.DomainSpec{
 type U32Lock struct{ lockkit.Lock }
 
 // U32 returns the u32 lock on the key "lock:{u32:<v>}" (lockkit.yaml:11). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) U32(v uint32) U32Lock {
 	return U32Lock{l.u32.Key(14).Literal("u32:").Uint(uint64(v)).Lock()}
 }
@@ -356,7 +356,7 @@ var u64Spec = lockkit.DomainSpec{
 type U64Lock struct{ lockkit.Lock }
 
 // U64 returns the u64 lock on the key "lock:{u64:<v>}" (lockkit.yaml:12). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) U64(v uint64) U64Lock {
 	return U64Lock{l.u64.Key(24).Literal("u64:").Uint(v).Lock()}
 }
@@ -391,7 +391,7 @@ type PairEndLock struct{ lockkit.Lock }
 
 // PairEnd returns the pair_end lock on the key
 // "lock:{pair:<tenant>:<region>:<shard>:<seq>:end}" (lockkit.yaml:13). It does
-// not touch Redis.
+// no I/O.
 func (l *Locks) PairEnd(tenant, region string, shard uint32, seq int64) PairEndLock {
 	return PairEndLock{l.pairEnd.Key(42 + len(tenant) + len(region)).
 		Literal("pair:").String(tenant).
@@ -431,7 +431,7 @@ var bareSpec = lockkit.DomainSpec{
 type BareLock struct{ lockkit.Lock }
 
 // Bare returns the bare lock on the key "lock:{<bare>}" (lockkit.yaml:14). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) Bare(bare uint64) BareLock {
 	return BareLock{l.bare.Key(20).Uint(bare).Lock()}
 }
@@ -465,7 +465,7 @@ var intDashSpec = lockkit.DomainSpec{
 type IntDashLock struct{ lockkit.Lock }
 
 // IntDash returns the int_dash lock on the key "lock:{int_dash:<a>-<b>}"
-// (lockkit.yaml:16). It does not touch Redis.
+// (lockkit.yaml:16). It does no I/O.
 func (l *Locks) IntDash(a, b int) IntDashLock {
 	return IntDashLock{l.intDash.Key(50).Literal("int_dash:").Int(int64(a)).Literal("-").Int(int64(b)).Lock()}
 }

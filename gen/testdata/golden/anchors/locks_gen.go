@@ -89,8 +89,8 @@ var aSpec = lockkit.DomainSpec{
 // attempts, backing off from 10ms to 100ms (multiplier 2, jitter 0.5).
 type ALock struct{ lockkit.Lock }
 
-// A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:8). It does
-// not touch Redis.
+// A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:8). It does no
+// I/O.
 func (l *Locks) A(id string) ALock {
 	return ALock{l.a.Key(2 + len(id)).Literal("a:").String(id).Lock()}
 }
@@ -131,7 +131,7 @@ var bSpec = lockkit.DomainSpec{
 type BLock struct{ lockkit.Lock }
 
 // B returns the b lock on the key "lock:{b:<id>}" (lockkit.yaml:10). It does
-// not touch Redis.
+// no I/O.
 func (l *Locks) B(id string) BLock {
 	return BLock{l.b.Key(2 + len(id)).Literal("b:").String(id).Lock()}
 }

@@ -90,8 +90,8 @@ var aSpec = lockkit.DomainSpec{
 // attempt.
 type ALock struct{ lockkit.Lock }
 
-// A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:5). It does
-// not touch Redis.
+// A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:5). It does no
+// I/O.
 func (l *Locks) A(id string) ALock {
 	return ALock{l.a.Key(2 + len(id)).Literal("a:").String(id).Lock()}
 }
@@ -130,7 +130,7 @@ var bSpec = lockkit.DomainSpec{
 type BLock struct{ lockkit.Lock }
 
 // B returns the b lock on the key "lock:{b:<id>}" (lockkit.yaml:10). It does
-// not touch Redis.
+// no I/O.
 func (l *Locks) B(id string) BLock {
 	return BLock{l.b.Key(2 + len(id)).Literal("b:").String(id).Lock()}
 }
@@ -165,7 +165,7 @@ var cSpec = lockkit.DomainSpec{
 type CLock struct{ lockkit.Lock }
 
 // C returns the c lock on the key "lock:{c:<id>}" (lockkit.yaml:17). It does
-// not touch Redis.
+// no I/O.
 func (l *Locks) C(id string) CLock {
 	return CLock{l.c.Key(2 + len(id)).Literal("c:").String(id).Lock()}
 }

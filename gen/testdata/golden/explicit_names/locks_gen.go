@@ -97,7 +97,7 @@ var httpRouteSpec = lockkit.DomainSpec{
 type HTTPRouteLock struct{ lockkit.Lock }
 
 // HTTPRoute returns the http_route lock on the key "lock:{route:<id>}"
-// (lockkit.yaml:5). It does not touch Redis.
+// (lockkit.yaml:5). It does no I/O.
 func (l *Locks) HTTPRoute(id string) HTTPRouteLock {
 	return HTTPRouteLock{l.httpRoute.Key(6 + len(id)).Literal("route:").String(id).Lock()}
 }
@@ -131,7 +131,7 @@ var httpRouteSpec_ = lockkit.DomainSpec{
 type HttpRouteLock struct{ lockkit.Lock }
 
 // HttpRoute returns the http_route2 lock on the key "lock:{route2:<id>}"
-// (lockkit.yaml:8). It does not touch Redis.
+// (lockkit.yaml:8). It does no I/O.
 func (l *Locks) HttpRoute(id string) HttpRouteLock {
 	return HttpRouteLock{l.httpRoute_.Key(7 + len(id)).Literal("route2:").String(id).Lock()}
 }
@@ -166,7 +166,7 @@ var goSpec = lockkit.DomainSpec{
 type GoLock struct{ lockkit.Lock }
 
 // Go returns the go lock on the key "lock:{go:<id>}" (lockkit.yaml:11). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) Go(id string) GoLock {
 	return GoLock{l.go_.Key(3 + len(id)).Literal("go:").String(id).Lock()}
 }
@@ -199,7 +199,7 @@ var idSpec = lockkit.DomainSpec{
 type IDLock struct{ lockkit.Lock }
 
 // ID returns the id lock on the key "lock:{id:<id>}" (lockkit.yaml:13). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) ID(id string) IDLock {
 	return IDLock{l.id.Key(3 + len(id)).Literal("id:").String(id).Lock()}
 }
@@ -235,7 +235,7 @@ var lockSpec = lockkit.DomainSpec{
 type LockLock struct{ lockkit.Lock }
 
 // Lock returns the lock lock on the key "lock:{lock:<id>}" (lockkit.yaml:15).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) Lock(id string) LockLock {
 	return LockLock{l.lock.Key(5 + len(id)).Literal("lock:").String(id).Lock()}
 }

@@ -92,7 +92,7 @@ var reportSpec = lockkit.DomainSpec{
 type ReportLock struct{ lockkit.Lock }
 
 // Report returns the report lock on the key "lock:{report:<id>}"
-// (lockkit.yaml:7). It does not touch Redis.
+// (lockkit.yaml:7). It does no I/O.
 func (l *Locks) Report(id string) ReportLock {
 	return ReportLock{l.report.Key(7 + len(id)).Literal("report:").String(id).Lock()}
 }
@@ -127,7 +127,7 @@ var exportSpec = lockkit.DomainSpec{
 type ExportLock struct{ lockkit.Lock }
 
 // Export returns the export lock on the key "lock:{export:<id>}"
-// (lockkit.yaml:9). It does not touch Redis.
+// (lockkit.yaml:9). It does no I/O.
 func (l *Locks) Export(id string) ExportLock {
 	return ExportLock{l.export.Key(7 + len(id)).Literal("export:").String(id).Lock()}
 }
@@ -161,7 +161,7 @@ var importSpec = lockkit.DomainSpec{
 type ImportLock struct{ lockkit.Lock }
 
 // Import returns the import lock on the key "lock:{import:<id>}"
-// (lockkit.yaml:12). It does not touch Redis.
+// (lockkit.yaml:12). It does no I/O.
 func (l *Locks) Import(id string) ImportLock {
 	return ImportLock{l.import_.Key(7 + len(id)).Literal("import:").String(id).Lock()}
 }

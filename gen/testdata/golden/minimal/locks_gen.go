@@ -80,7 +80,7 @@ var maintenanceSpec = lockkit.DomainSpec{
 type MaintenanceLock struct{ lockkit.Lock }
 
 // Maintenance returns the maintenance lock on the key "lock:{maintenance}"
-// (lockkit.yaml:4). It does not touch Redis.
+// (lockkit.yaml:4). It does no I/O.
 func (l *Locks) Maintenance() MaintenanceLock {
 	return MaintenanceLock{l.maintenance.Key(11).Literal("maintenance").Lock()}
 }

@@ -78,8 +78,8 @@ var aSpec = lockkit.DomainSpec{
 // attempt.
 type ALock struct{ lockkit.Lock }
 
-// A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:4). It does
-// not touch Redis.
+// A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:4). It does no
+// I/O.
 func (l *Locks) A(id string) ALock {
 	return ALock{l.a.Key(2 + len(id)).Literal("a:").String(id).Lock()}
 }

@@ -116,7 +116,7 @@ type InheritedLock struct{ lockkit.Lock }
 func (InheritedLock) LockkitFencing() {}
 
 // Inherited returns the inherited lock on the key "lock:{inherited}"
-// (lockkit.yaml:10). It does not touch Redis.
+// (lockkit.yaml:10). It does no I/O.
 func (l *Locks) Inherited() InheritedLock {
 	return InheritedLock{l.inherited.Key(9).Literal("inherited").Lock()}
 }
@@ -166,7 +166,7 @@ type OverrideSomeLock struct{ lockkit.Lock }
 func (OverrideSomeLock) LockkitFencing() {}
 
 // OverrideSome returns the override_some lock on the key
-// "lock:{override_some}" (lockkit.yaml:11). It does not touch Redis.
+// "lock:{override_some}" (lockkit.yaml:11). It does no I/O.
 func (l *Locks) OverrideSome() OverrideSomeLock {
 	return OverrideSomeLock{l.overrideSome.Key(13).Literal("override_some").Lock()}
 }
@@ -201,7 +201,7 @@ var singleSpec = lockkit.DomainSpec{
 type SingleLock struct{ lockkit.Lock }
 
 // Single returns the single lock on the key "lock:{single}" (lockkit.yaml:13).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) Single() SingleLock {
 	return SingleLock{l.single.Key(6).Literal("single").Lock()}
 }
@@ -250,7 +250,7 @@ type NeverRenewedLock struct{ lockkit.Lock }
 func (NeverRenewedLock) LockkitFencing() {}
 
 // NeverRenewed returns the never_renewed lock on the key
-// "lock:{never_renewed}" (lockkit.yaml:16). It does not touch Redis.
+// "lock:{never_renewed}" (lockkit.yaml:16). It does no I/O.
 func (l *Locks) NeverRenewed() NeverRenewedLock {
 	return NeverRenewedLock{l.neverRenewed.Key(13).Literal("never_renewed").Lock()}
 }
@@ -299,7 +299,7 @@ type LongLock struct{ lockkit.Lock }
 func (LongLock) LockkitFencing() {}
 
 // Long returns the long lock on the key "lock:{long}" (lockkit.yaml:19). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) Long() LongLock {
 	return LongLock{l.long.Key(4).Literal("long").Lock()}
 }
@@ -348,7 +348,7 @@ type FineLock struct{ lockkit.Lock }
 func (FineLock) LockkitFencing() {}
 
 // Fine returns the fine lock on the key "lock:{fine}" (lockkit.yaml:23). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) Fine() FineLock {
 	return FineLock{l.fine.Key(4).Literal("fine").Lock()}
 }

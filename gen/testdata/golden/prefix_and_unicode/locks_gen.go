@@ -89,7 +89,7 @@ var cafeSpec = lockkit.DomainSpec{
 type CafeLock struct{ lockkit.Lock }
 
 // Cafe returns the cafe lock on the key "app:lock:{café:<id>}"
-// (lockkit.yaml:6). It does not touch Redis.
+// (lockkit.yaml:6). It does no I/O.
 func (l *Locks) Cafe(id string) CafeLock {
 	return CafeLock{l.cafe.Key(6 + len(id)).Literal("café:").String(id).Lock()}
 }
@@ -123,7 +123,7 @@ var naiveSpec = lockkit.DomainSpec{
 type NaiveLock struct{ lockkit.Lock }
 
 // Naive returns the naive lock on the key "app:lock:{naïve:<n>/x}"
-// (lockkit.yaml:8). It does not touch Redis.
+// (lockkit.yaml:8). It does no I/O.
 func (l *Locks) Naive(n uint64) NaiveLock {
 	return NaiveLock{l.naive.Key(29).Literal("naïve:").Uint(n).Literal("/x").Lock()}
 }
@@ -157,7 +157,7 @@ var percentSpec = lockkit.DomainSpec{
 type PercentLock struct{ lockkit.Lock }
 
 // Percent returns the percent lock on the key "app:lock:{percent%:<id>}"
-// (lockkit.yaml:10). It does not touch Redis.
+// (lockkit.yaml:10). It does no I/O.
 func (l *Locks) Percent(id string) PercentLock {
 	return PercentLock{l.percent.Key(9 + len(id)).Literal("percent%:").String(id).Lock()}
 }

@@ -98,7 +98,7 @@ var orderSpec = lockkit.DomainSpec{
 type OrderLock struct{ lockkit.Lock }
 
 // Order returns the order lock on the key "lock:{order:<id>}"
-// (lockkit.yaml:9). It does not touch Redis.
+// (lockkit.yaml:9). It does no I/O.
 func (l *Locks) Order(id int64) OrderLock {
 	return OrderLock{l.order.Key(26).Literal("order:").Int(id).Lock()}
 }
@@ -141,7 +141,7 @@ type PaymentLock struct{ lockkit.Lock }
 func (PaymentLock) LockkitFencing() {}
 
 // Payment returns the payment lock on the key "lock:{payment:<id>}"
-// (lockkit.yaml:10). It does not touch Redis.
+// (lockkit.yaml:10). It does no I/O.
 func (l *Locks) Payment(id string) PaymentLock {
 	return PaymentLock{l.payment.Key(8 + len(id)).Literal("payment:").String(id).Lock()}
 }
@@ -177,7 +177,7 @@ var quickSpec = lockkit.DomainSpec{
 type QuickLock struct{ lockkit.Lock }
 
 // Quick returns the quick lock on the key "lock:{quick:<id>}"
-// (lockkit.yaml:14). It does not touch Redis.
+// (lockkit.yaml:14). It does no I/O.
 func (l *Locks) Quick(id string) QuickLock {
 	return QuickLock{l.quick.Key(6 + len(id)).Literal("quick:").String(id).Lock()}
 }
@@ -211,7 +211,7 @@ var cacheSpec = lockkit.DomainSpec{
 type CacheLock struct{ lockkit.Lock }
 
 // Cache returns the cache lock on the key "lock:{cache:<key>}"
-// (lockkit.yaml:17). It does not touch Redis.
+// (lockkit.yaml:17). It does no I/O.
 func (l *Locks) Cache(key string) CacheLock {
 	return CacheLock{l.cache.Key(6 + len(key)).Literal("cache:").String(key).Lock()}
 }
@@ -255,7 +255,7 @@ var slowSpec = lockkit.DomainSpec{
 type SlowLock struct{ lockkit.Lock }
 
 // Slow returns the slow lock on the key "lock:{slow:<id>}" (lockkit.yaml:19).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) Slow(id string) SlowLock {
 	return SlowLock{l.slow.Key(5 + len(id)).Literal("slow:").String(id).Lock()}
 }

@@ -110,7 +110,7 @@ type TableLock struct{ lockkit.Lock }
 func (TableLock) LockkitFencing() {}
 
 // Table returns the table lock on the key "lock:{table:<id>}"
-// (lockkit.yaml:8). It does not touch Redis.
+// (lockkit.yaml:8). It does no I/O.
 func (l *Locks) Table(id string) TableLock {
 	return TableLock{l.table.Key(6 + len(id)).Literal("table:").String(id).Lock()}
 }
@@ -146,7 +146,7 @@ var userDigestSpec = lockkit.DomainSpec{
 type UserDigestLock struct{ lockkit.Lock }
 
 // UserDigest returns the user_digest lock on the key "lock:{user:<id>:digest}"
-// (lockkit.yaml:11). It does not touch Redis.
+// (lockkit.yaml:11). It does no I/O.
 func (l *Locks) UserDigest(id int64) UserDigestLock {
 	return UserDigestLock{l.userDigest.Key(32).Literal("user:").Int(id).Literal(":digest").Lock()}
 }
@@ -180,7 +180,7 @@ var cronSpec = lockkit.DomainSpec{
 type CronLock struct{ lockkit.Lock }
 
 // Cron returns the cron lock on the key "lock:{cron:<job>:<hour>}"
-// (lockkit.yaml:15). It does not touch Redis.
+// (lockkit.yaml:15). It does no I/O.
 func (l *Locks) Cron(job string, hour int64) CronLock {
 	return CronLock{l.cron.Key(26 + len(job)).Literal("cron:").String(job).Literal(":").Int(hour).Lock()}
 }
@@ -223,7 +223,7 @@ var jobSpec = lockkit.DomainSpec{
 type JobLock struct{ lockkit.Lock }
 
 // Job returns the job lock on the key "lock:{job:<id>}" (lockkit.yaml:18). It
-// does not touch Redis.
+// does no I/O.
 func (l *Locks) Job(id string) JobLock {
 	return JobLock{l.job.Key(4 + len(id)).Literal("job:").String(id).Lock()}
 }

@@ -92,7 +92,7 @@ var aSpec = lockkit.DomainSpec{
 type ALock struct{ lockkit.Lock }
 
 // A returns the a lock on the key "lock:{a:<l>:<len>:<int64>:<nil>}"
-// (lockkit.yaml:6). It does not touch Redis.
+// (lockkit.yaml:6). It does no I/O.
 func (l_ *Locks) A(l, len_, int64_, nil_ string) ALock {
 	return ALock{l_.a.Key(5 + len(l) + len(len_) + len(int64_) + len(nil_)).
 		Literal("a:").String(l).
@@ -130,7 +130,7 @@ var bSpec = lockkit.DomainSpec{
 type BLock struct{ lockkit.Lock }
 
 // B returns the b lock on the key "lock:{b:<string>:<n>:<int64_>}"
-// (lockkit.yaml:7). It does not touch Redis.
+// (lockkit.yaml:7). It does no I/O.
 func (l *Locks) B(string_ string, n, int64_ int) BLock {
 	return BLock{l.b.Key(44 + len(string_)).
 		Literal("b:").String(string_).
@@ -168,7 +168,7 @@ type CLock struct{ lockkit.Lock }
 
 // C returns the c lock on the key
 // "lock:{c:<New>:<Locks>:<SetDefault>:<BLock>:<B>:<bSpec>}" (lockkit.yaml:8).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) C(New_, Locks_, SetDefault_, BLock_, B_, bSpec_ string) CLock {
 	return CLock{l.c.Key(7 + len(New_) + len(Locks_) + len(SetDefault_) + len(BLock_) + len(B_) + len(bSpec_)).
 		Literal("c:").String(New_).
@@ -210,7 +210,7 @@ type DLock struct{ lockkit.Lock }
 
 // D returns the d lock on the key
 // "lock:{d:<time>:<atomic>:<lockkit>:<defaultLocks>:<l_>}" (lockkit.yaml:9).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) D(time_, atomic_, lockkit_, defaultLocks_, l_ string) DLock {
 	return DLock{l.d.Key(6 + len(time_) + len(atomic_) + len(lockkit_) + len(defaultLocks_) + len(l_)).
 		Literal("d:").String(time_).

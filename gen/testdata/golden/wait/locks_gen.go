@@ -100,7 +100,7 @@ type TableLock struct{ lockkit.Lock }
 func (TableLock) LockkitFencing() {}
 
 // Table returns the table lock on the key "lock:{table:<id>}"
-// (lockkit.yaml:10). It does not touch Redis.
+// (lockkit.yaml:10). It does no I/O.
 func (l *Locks) Table(id string) TableLock {
 	return TableLock{l.table.Key(6 + len(id)).Literal("table:").String(id).Lock()}
 }
@@ -143,7 +143,7 @@ var seatSpec = lockkit.DomainSpec{
 type SeatLock struct{ lockkit.Lock }
 
 // Seat returns the seat lock on the key "lock:{seat:<id>}" (lockkit.yaml:12).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) Seat(id string) SeatLock {
 	return SeatLock{l.seat.Key(5 + len(id)).Literal("seat:").String(id).Lock()}
 }
@@ -178,7 +178,7 @@ var roomSpec = lockkit.DomainSpec{
 type RoomLock struct{ lockkit.Lock }
 
 // Room returns the room lock on the key "lock:{room:<id>}" (lockkit.yaml:14).
-// It does not touch Redis.
+// It does no I/O.
 func (l *Locks) Room(id string) RoomLock {
 	return RoomLock{l.room.Key(5 + len(id)).Literal("room:").String(id).Lock()}
 }
