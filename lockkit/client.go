@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -395,13 +396,14 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		d.prefix = DefaultPrefix
 	}
 	p := spec.Policy
+	var scaleErr error
 	env := policy.EnvName(spec.Name)
 	ttl, overridden := c.ttlEnv[env]
 	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
 		if p.Renew > 0 && p.TTL > 0 {
-			p.Renew = time.Duration(float64(p.Renew) * float64(ttl) / float64(p.TTL))
+			p.Renew, scaleErr = scaleRenew(p.Renew, p.TTL, ttl)
 		}
 		p.TTL = ttl
 	}
@@ -418,7 +420,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if err := policy.CheckPrefix(d.prefix); err != nil {
 		errs = append(errs, err)
 	}
-	if err := d.policy.validate(c.cmdTimeout); err != nil {
+	if scaleErr != nil {
+		errs = append(errs, fmt.Errorf("%w (with the TTL %v from %s)", scaleErr, ttl, env))
+	} else if err := d.policy.validate(c.cmdTimeout); err != nil {
 		if overridden {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
 		}
@@ -455,6 +459,17 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 	}
 	return d
+}
+
+// scaleRenew is renew's share of from applied to to, or an error when that
+// overflows a time.Duration (converting such a float to an integer is
+// undefined in Go, and on amd64 gives MinInt64: "never renew").
+func scaleRenew(renew, from, to time.Duration) (time.Duration, error) {
+	scaled := float64(renew) * float64(to) / float64(from)
+	if !(scaled < math.MaxInt64) {
+		return 0, fmt.Errorf("renew interval %v of a %v ttl, scaled to the override, overflows a time.Duration (about 292 years)", renew, from)
+	}
+	return time.Duration(scaled), nil
 }
 
 // Err is the domain's configuration error, or nil: every lock of an invalid
