@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/keylang"
 	"github.com/lockkit/lockkit/internal/policy"
 )
 
@@ -118,13 +119,8 @@ const (
 
 // Encoding returns how parameters of type t are written into keys.
 func (t ParamType) Encoding() Encoding {
-	switch t {
-	case TypeInt, TypeInt32, TypeInt64:
-		return EncInt
-	case TypeUint, TypeUint32, TypeUint64:
-		return EncUint
-	}
-	return EncString
+	e, _ := keylang.EncodingOf(string(t))
+	return Encoding(e) // the same order (TestEncodingsMatchKeylang)
 }
 
 func (t ParamType) valid() bool {

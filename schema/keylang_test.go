@@ -1,0 +1,48 @@
+package schema
+
+import (
+	"testing"
+
+	"github.com/lockkit/lockkit/internal/keylang"
+)
+
+// schema.Encoding and keylang.Encoding are converted by value: same order.
+func TestEncodingsMatchKeylang(t *testing.T) {
+	want := map[Encoding]keylang.Encoding{EncString: keylang.String, EncInt: keylang.Int, EncUint: keylang.Uint}
+	for e, k := range want {
+		if keylang.Encoding(e) != k {
+			t.Errorf("schema encoding %d is keylang %d, want %d", e, keylang.Encoding(e), k)
+		}
+	}
+	for _, typ := range ParamTypes() {
+		if _, ok := keylang.EncodingOf(string(typ)); !ok {
+			t.Errorf("keylang does not know the type %q", typ)
+		}
+	}
+}
+
+// keylang.Parse, the runtime's reader of a generated DomainSpec's pattern,
+// reads every pattern the schema accepts into the same segments, and
+// refuses what the schema refuses.
+func TestKeylangParseAgrees(t *testing.T) {
+	for _, p := range []string{
+		"table:{id}", "user:{id:int64}:digest", "a", "{x}:b", "cron:{job}:{hour:uint32}", "x:{a:int32}-{b:uint}", "ü:{s:string}",
+		"a}{b", "a{", "{}", "{x:float}", "a:{x", "}", "{a{b}}",
+	} {
+		want, errs := parsePattern(p)
+		got, ok := keylang.Parse(p)
+		if ok != (len(errs) == 0) {
+			t.Errorf("keylang.Parse(%q) ok %v, the schema's errors %v", p, ok, errs)
+			continue
+		}
+		if ok && len(lang(want)) != len(got) {
+			t.Errorf("keylang.Parse(%q) = %v, the schema's %v", p, got, want)
+			continue
+		}
+		for i := range got {
+			if ok && got[i] != lang(want)[i] {
+				t.Errorf("keylang.Parse(%q)[%d] = %+v, the schema's %+v", p, i, got[i], lang(want)[i])
+			}
+		}
+	}
+}
