@@ -208,10 +208,17 @@ func TestGoldenOutputsCompile(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no golden outputs to compile")
 	}
-	cmd := exec.Command(goBin, "vet", "./...")
-	cmd.Dir = mod
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go vet of %d golden outputs: %v\n%s", n, err, out)
+	// Also for a 32-bit target (issue 31): a count the schema accepts
+	// must not overflow int there ("constant overflows int").
+	for _, arch := range []string{"", "386"} {
+		cmd := exec.Command(goBin, "vet", "./...")
+		cmd.Dir = mod
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+		if arch != "" {
+			cmd.Env = append(cmd.Env, "GOARCH="+arch)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go vet (GOARCH %q) of %d golden outputs: %v\n%s", arch, n, err, out)
+		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/keylang"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/metric"
@@ -213,6 +216,9 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 	if err == nil {
 		err = checkOverridesNameDomains(ttlEnv)
 	}
+	if err == nil {
+		err = checkRegisteredOverlaps()
+	}
 	if err != nil {
 		_ = c.be.Close() // what the backend started of its own (Redlock's workers)
 		return nil, err
@@ -302,19 +308,33 @@ func checkCapabilities(name string, be driver.Backend, caps driver.Capabilities)
 	return nil
 }
 
-// registered holds the names of the domains this program declares, by the
-// name of their TTL override variable.
+// registered holds the domains this program declares: their names, by the
+// name of their TTL override variable, and the key language of each that
+// has a pattern, with the package that declared it.
 var registered struct {
 	sync.Mutex
-	byEnv map[string]string
+	byEnv    map[string]string
+	domains  []registeredDomain
+	overlaps []error // domains of two packages that share keys; New reports them
 }
+
+type registeredDomain struct {
+	pkg, name, prefix, pattern string
+	keys                       *keylang.Compiled
+}
+
+// maxOverlapErrors bounds what New reports of overlapping domains.
+const maxOverlapErrors = 20
 
 // RegisterDomains declares the lock domains this program uses, so that New
 // can tell a LOCKKIT_TTL_* variable that names one of them from a mistyped
-// one, which would otherwise be ignored in silence. Generated code registers
-// its domains when its package is initialized; call RegisterDomains for
-// DomainSpecs written by hand, before New.
+// one, which would otherwise be ignored in silence, and can refuse two
+// packages (two lockkit.yaml files) whose domains can produce the same key:
+// their locks would exclude each other. Generated code registers its domains
+// when its package is initialized; call RegisterDomains for DomainSpecs
+// written by hand, before New.
 func RegisterDomains(specs ...DomainSpec) {
+	pkg := callerPackage()
 	registered.Lock()
 	defer registered.Unlock()
 	if registered.byEnv == nil {
@@ -323,7 +343,66 @@ func RegisterDomains(specs ...DomainSpec) {
 	for _, s := range specs {
 		registered.byEnv[policy.EnvName(s.Name)] = s.Name
 		registered.byEnv[policy.EnvMaxHoldName(s.Name)] = s.Name
+		registerKeys(pkg, s)
 	}
+}
+
+// registerKeys records the key language of s, declared by package pkg, and
+// each domain of another package whose keys it shares. One schema's own
+// domains were checked against each other by the generator; a pattern that
+// does not parse (DomainSpec.Pattern is documentation) is not compared.
+func registerKeys(pkg string, s DomainSpec) {
+	segs, ok := keylang.Parse(s.Pattern)
+	if s.Pattern == "" || !ok {
+		return
+	}
+	d := registeredDomain{pkg: pkg, name: s.Name, prefix: s.Prefix, pattern: s.Pattern, keys: keylang.Compile(segs)}
+	if d.prefix == "" {
+		d.prefix = policy.DefaultPrefix
+	}
+	for _, o := range registered.domains {
+		if o.pkg == pkg && o.name == d.name {
+			return // declared again by the same package
+		}
+	}
+	for _, o := range registered.domains {
+		// A prefix never holds a brace, so keys with different prefixes differ.
+		if o.pkg == pkg || o.prefix != d.prefix || len(registered.overlaps) > maxOverlapErrors {
+			continue
+		}
+		if suffix, shared := o.keys.Overlap(d.keys); shared {
+			registered.overlaps = append(registered.overlaps, fmt.Errorf(
+				"lockkit: domain %q (%s, pattern %q) and domain %q (%s, pattern %q) can produce the same key, e.g. %q: their locks would exclude each other; give each schema its own prefix (prefix: in lockkit.yaml, such as \"billing:lock:\")",
+				d.name, d.pkg, d.pattern, o.name, o.pkg, o.pattern, policy.Key(d.prefix, suffix)))
+		}
+	}
+	registered.domains = append(registered.domains, d)
+}
+
+// callerPackage is the import path of the package that called the caller
+// of callerPackage: "example.com/app/locks" for a generated init.
+func callerPackage() string {
+	pc, _, _, ok := runtime.Caller(2)
+	if !ok {
+		return ""
+	}
+	name := runtime.FuncForPC(pc).Name() // example.com/app/locks.init.0
+	slash := strings.LastIndexByte(name, '/') + 1
+	if dot := strings.IndexByte(name[slash:], '.'); dot >= 0 {
+		return name[:slash+dot]
+	}
+	return name
+}
+
+// checkRegisteredOverlaps reports the domains of two packages that share keys.
+func checkRegisteredOverlaps() error {
+	registered.Lock()
+	defer registered.Unlock()
+	errs := registered.overlaps
+	if len(errs) > maxOverlapErrors {
+		errs = append(errs[:maxOverlapErrors:maxOverlapErrors], errors.New("lockkit: and more domains that share keys"))
+	}
+	return errors.Join(errs...)
 }
 
 // checkOverridesNameDomains fails, naming the variable, when a TTL override
@@ -396,13 +475,14 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		d.prefix = policy.DefaultPrefix
 	}
 	p := spec.Policy
+	var scaleErr error
 	env := policy.EnvName(spec.Name)
 	ttl, overridden := c.ttlEnv[env]
 	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
 		if p.Renew > 0 && p.TTL > 0 {
-			p.Renew = time.Duration(float64(p.Renew) * float64(ttl) / float64(p.TTL))
+			p.Renew, scaleErr = scaleRenew(p.Renew, p.TTL, ttl)
 		}
 		p.TTL = ttl
 	}
@@ -419,7 +499,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if err := policy.CheckPrefix(d.prefix); err != nil {
 		errs = append(errs, err)
 	}
-	if err := d.policy.validate(c.cmdTimeout); err != nil {
+	if scaleErr != nil {
+		errs = append(errs, fmt.Errorf("%w (with the TTL %v from %s)", scaleErr, ttl, env))
+	} else if err := d.policy.validate(c.cmdTimeout); err != nil {
 		if overridden {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
 		}
@@ -456,6 +538,17 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 	}
 	return d
+}
+
+// scaleRenew is renew's share of from applied to to, or an error when that
+// overflows a time.Duration (converting such a float to an integer is
+// undefined in Go, and on amd64 gives MinInt64: "never renew").
+func scaleRenew(renew, from, to time.Duration) (time.Duration, error) {
+	scaled := float64(renew) * float64(to) / float64(from)
+	if !(scaled < math.MaxInt64) {
+		return 0, fmt.Errorf("renew interval %v of a %v ttl, scaled to the override, overflows a time.Duration (about 292 years)", renew, from)
+	}
+	return time.Duration(scaled), nil
 }
 
 // Err is the domain's configuration error, or nil: every lock of an invalid

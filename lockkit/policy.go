@@ -237,7 +237,7 @@ func readOverrides(environ []string) (map[string]time.Duration, error) {
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(val))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms", name, val))
+			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms, at most 2562047h (about 292 years, a time.Duration's range)", name, val))
 			continue
 		}
 		if err := check(d); err != nil {

@@ -177,3 +177,24 @@ func TestPrefixWithBraceRefused(t *testing.T) {
 		t.Fatalf("domain error = %v", d.err)
 	}
 }
+
+// An override so long that scaling the schema's renew interval to it
+// overflows a time.Duration is refused, naming the variable: the scaled
+// interval used to wrap to MinInt64, which reads as "never renew".
+func TestEnvOverrideScalingOverflow(t *testing.T) {
+	RegisterDomains(DomainSpec{Name: "d"})
+	t.Setenv("LOCKKIT_TTL_D", "2562047h")
+	c, err := New(goredis.New(fakeUniversal(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Domain(DomainSpec{Name: "d", Policy: Policy{TTL: 10 * time.Millisecond, Renew: time.Hour}})
+	if d.Err() == nil || !strings.Contains(d.Err().Error(), "LOCKKIT_TTL_D") || !strings.Contains(d.Err().Error(), "overflow") {
+		t.Fatalf("domain error = %v, policy %+v; want the overflow, naming the variable", d.Err(), d.Policy())
+	}
+	// A duration past time.Duration's range is named as such, not as a typo.
+	_, err = readOverrides([]string{"LOCKKIT_TTL_D=3000000h"})
+	if err == nil || !strings.Contains(err.Error(), "LOCKKIT_TTL_D") || !strings.Contains(err.Error(), "292 years") {
+		t.Fatalf("error = %v; want the range of a Go duration named", err)
+	}
+}

@@ -213,11 +213,11 @@ func (p *parser) checkDomains() {
 			if canon[j] == canon[i] {
 				key, ok = sameExample[canon[i]]
 				if !ok {
-					key, ok = automata[j].overlap(automata[i])
+					key, ok = automata[j].Overlap(automata[i])
 					sameExample[canon[i]] = key
 				}
 			} else {
-				key, ok = automata[j].overlap(automata[i])
+				key, ok = automata[j].Overlap(automata[i])
 			}
 			switch {
 			case !ok:

@@ -3,7 +3,7 @@ package schema
 import (
 	"errors"
 	"fmt"
-	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/keylang"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -110,9 +110,9 @@ func keyRegexp(t testing.TB, pattern string) *regexp.Regexp {
 		switch {
 		case !s.IsParam():
 			b.WriteString(regexp.QuoteMeta(s.Literal))
-		case policy.EncodingOf(string(s.Type)) == policy.EncString:
+		case keylang.Enc(string(s.Type)) == keylang.String:
 			b.WriteString("[^:{}]*")
-		case policy.EncodingOf(string(s.Type)) == policy.EncInt:
+		case keylang.Enc(string(s.Type)) == keylang.Int:
 			b.WriteString("-?[0-9]+")
 		default:
 			b.WriteString("[0-9]+")
@@ -140,18 +140,18 @@ func countSplits(segs []Segment, key string) int {
 	}
 	n := 0
 	for end := 0; end <= len(key) && n < 3; end++ {
-		if paramFits(policy.EncodingOf(string(s.Type)), key[:end]) {
+		if paramFits(keylang.Enc(string(s.Type)), key[:end]) {
 			n += countSplits(rest, key[end:])
 		}
 	}
 	return min(n, 3)
 }
 
-func paramFits(enc policy.Encoding, v string) bool {
+func paramFits(enc keylang.Encoding, v string) bool {
 	switch enc {
-	case policy.EncString:
+	case keylang.String:
 		return !strings.ContainsAny(v, ":{}")
-	case policy.EncInt:
+	case keylang.Int:
 		v = strings.TrimPrefix(v, "-")
 	}
 	if v == "" {

@@ -307,12 +307,16 @@ func (p *parser) integer(e entry, where, want string) (int, bool) {
 	if !ok {
 		return 0, false
 	}
-	var i int
+	var i int64 // not int: the limit below is the same on every GOARCH
 	if v.ShortTag() != "!!int" || v.Decode(&i) != nil {
 		p.addIn(pos(v), where, "%s must be %s, not %s", e.key.Value, want, describe(v))
 		return 0, false
 	}
-	return i, true
+	if err := policy.CheckCount(e.key.Value, i); err != nil {
+		p.addIn(pos(v), where, "%v", err)
+		return 0, false
+	}
+	return int(i), true
 }
 
 func (p *parser) float(e entry, where, want string) (float64, bool) {
@@ -557,11 +561,13 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 		s.replicas.node = e.val
 		const want = "a whole number >= 0 such as 1"
 		if v, ok := p.scalar(e, label, want); ok {
-			var n int
+			var n int64 // not int: the limit below is the same on every GOARCH
 			if v.ShortTag() != "!!int" || v.Decode(&n) != nil || n < 0 {
 				p.add(pos(v), "%s: replicas must be a whole number >= 0 (got %q); 0 means do not wait for replicas", label, v.Value)
+			} else if err := policy.CheckCount("replicas", n); err != nil {
+				p.add(pos(v), "%s: %v", label, err)
 			} else {
-				s.replicas = setting[int]{n, true, v}
+				s.replicas = setting[int]{int(n), true, v}
 			}
 		}
 	}

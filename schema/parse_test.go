@@ -229,6 +229,13 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:8:15: domain "b": replicas must be a whole number >= 0 (got "1.5"); 0 means do not wait for replicas`,
 			`f.yaml:10:15: domain "c": replicas must be a whole number >= 0 such as 1, not a list`,
 			`f.yaml:12:15: domain "d": replicas must be a whole number >= 0 (got "99999999999999999999"); 0 means do not wait for replicas`}},
+		{"32-bit limits", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n    retry: {attempts: 9223372036854775807}\n  - pattern: b\n    replicas: 3000000000\n  - pattern: c\n    retry: {attempts: 2147483647, max_wait: 1s}\n    replicas: 2147483647\n", []string{
+			`f.yaml:6:23: domain "a": retry: attempts must be at most 2147483647, the largest int of 32-bit Go targets (got 9223372036854775807)`,
+			`f.yaml:8:15: domain "b": replicas must be at most 2147483647, the largest int of 32-bit Go targets (got 3000000000)`}},
+		{"enums", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n    wait: FIFO\n  - pattern: b\n    wait: 1\n  - pattern: c\n    wait: [fifo]\n", []string{
+			`f.yaml:6:11: domain "a": wait must be "poll" (retry with backoff, the default) or "fifo" (a fair queue with push wake-up) (got "FIFO")`,
+			`f.yaml:8:11: domain "b": wait must be "poll" (retry with backoff, the default) or "fifo" (a fair queue with push wake-up) (got "1")`,
+			`f.yaml:10:11: domain "c": wait must be "poll" or "fifo", not a list`}},
 		{"replica_timeout values", "version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 1}\ndomains:\n  - pattern: a\n    replica_timeout: 0s\n  - pattern: b\n    replica_timeout: 1.5ms\n  - pattern: c\n    replica_timeout: 50\n", []string{
 			`f.yaml:6:22: domain "a": replica_timeout must be > 0 (got "0s"); leave it out for the default 50ms, or write a Go duration such as "100ms"`,
 			`f.yaml:8:22: domain "b": replica_timeout must be a whole number of milliseconds, as Redis WAIT counts them (got "1.5ms"); such as "2ms"`,

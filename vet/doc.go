@@ -31,7 +31,12 @@
 // Handing the lease on ends the function's duty: Release (also deferred,
 // also in a closure), returning it, storing it (field, struct, map, channel,
 // another variable), passing it to a function, capturing it in a function
-// literal. Reading it (lease.Fence(), lease.Key(), lease != nil) does not.
+// literal. Reading it (lease.Fence(), lease.Key(), lease != nil), assigning
+// it to _ and passing it only to fmt, log, log/slog or errors do not. A
+// local closure that captures it (release := func() error { return
+// lease.Release(ctx) }, never assigned again) hands it on where the closure
+// is used (called, deferred, passed on), not where it is written: a path
+// that never calls it is reported.
 // Paths on which the lease is nil are not followed: the branch where the
 // call's own error is non-nil (err != nil, errors.Is(err, ...),
 // err == lockkit.ErrNotAcquired or another package-level error, err == nil

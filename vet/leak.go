@@ -123,7 +123,7 @@ const (
 // classify tells what node n (a node of the CFG) does with the lease in v.
 // Only Release, and handing the lease to code that may release it, end
 // this function's duty; reading its fence or token does not.
-func classify(info *types.Info, n ast.Node, v *types.Var, namedResult bool) leaseUse {
+func classify(info *types.Info, n ast.Node, v *types.Var, namedResult bool, rc releasers) leaseUse {
 	use := useNone
 	note := func(u leaseUse) {
 		if u > use {
@@ -135,13 +135,20 @@ func classify(info *types.Info, n ast.Node, v *types.Var, namedResult bool) leas
 	}
 	ast.PreorderStack(n, nil, func(n ast.Node, stack []ast.Node) bool {
 		if lit, ok := n.(*ast.FuncLit); ok {
-			if refersTo(info, lit, v) {
+			switch {
+			case rc.lits[lit]:
+				note(useRead) // a local closure: its calls are where it may release
+			case refersTo(info, lit, v) || rc.calledIn(info, lit):
 				note(useHandled) // captured: a deferred or spawned closure may release it
 			}
 			return false
 		}
 		id, ok := n.(*ast.Ident)
 		if !ok {
+			return true
+		}
+		if cv, ok := info.Uses[id].(*types.Var); ok && rc.vars[cv] {
+			note(useHandled) // the closure called, deferred or handed on
 			return true
 		}
 		if info.Defs[id] == v && v != nil {
@@ -237,6 +244,10 @@ func (f *funcInfo) leakPath(info *types.Info, a acquisition) ast.Node {
 	}
 	namedResult := a.lease != nil && f.isNamedResult(a.lease)
 	taggedCases := taggedSwitchCases(f.body)
+	var rc releasers
+	if a.lease != nil {
+		rc = localReleasers(info, f.body, a.lease)
+	}
 
 	type state struct {
 		b          *cfg.Block
@@ -255,7 +266,7 @@ func (f *funcInfo) leakPath(info *types.Info, a acquisition) ast.Node {
 			}
 			if a.blank {
 				// nothing can release it
-			} else if use := classify(info, n, a.lease, namedResult); use == useHandled {
+			} else if use := classify(info, n, a.lease, namedResult, rc); use == useHandled {
 				return nil
 			} else if use == useOverwrite {
 				return n
@@ -458,6 +469,66 @@ func failsTest(info *types.Info, n ast.Node) bool {
 	switch fn.Name() {
 	case "Error", "Errorf", "Fail", "FailNow", "Fatal", "Fatalf", "Skip", "Skipf", "SkipNow":
 		return true
+	}
+	return false
+}
+
+// releasers are the local closures that capture a lease: variables of the
+// function whose one value is a function literal referring to the lease
+// (release := func() error { return lease.Release(ctx) }). The lease is
+// handed on where such a variable is used (called, deferred, passed,
+// stored), not where the literal is written, so a path that never calls it
+// leaks the lease.
+type releasers struct {
+	vars map[*types.Var]bool
+	lits map[*ast.FuncLit]bool
+}
+
+func localReleasers(info *types.Info, body *ast.BlockStmt, lease *types.Var) releasers {
+	rc := releasers{vars: map[*types.Var]bool{}, lits: map[*ast.FuncLit]bool{}}
+	assigned := map[*types.Var]int{}
+	litVar := map[*ast.FuncLit]*types.Var{}
+	ast.Inspect(body, func(n ast.Node) bool {
+		as, ok := n.(*ast.AssignStmt)
+		if !ok {
+			return true
+		}
+		for i, lhs := range as.Lhs {
+			id, ok := lhs.(*ast.Ident)
+			if !ok {
+				continue
+			}
+			v, _ := info.Defs[id].(*types.Var)
+			if v == nil {
+				v, _ = info.Uses[id].(*types.Var)
+			}
+			if v == nil {
+				continue
+			}
+			assigned[v]++
+			if as.Tok != token.DEFINE || len(as.Lhs) != len(as.Rhs) {
+				continue
+			}
+			if lit, ok := as.Rhs[i].(*ast.FuncLit); ok && refersTo(info, lit, lease) {
+				litVar[lit] = v
+			}
+		}
+		return true
+	})
+	for lit, v := range litVar {
+		if assigned[v] == 1 { // given another value somewhere: not followed
+			rc.vars[v], rc.lits[lit] = true, true
+		}
+	}
+	return rc
+}
+
+// calledIn reports whether n refers to one of the closures.
+func (rc releasers) calledIn(info *types.Info, n ast.Node) bool {
+	for v := range rc.vars {
+		if refersTo(info, n, v) {
+			return true
+		}
 	}
 	return false
 }

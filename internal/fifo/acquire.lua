@@ -39,9 +39,10 @@ if owns(owner, token) then
   -- A release handed the lock to this token (its push may have been lost),
   -- or this is a retry of a grant whose reply was lost. No other grant can
   -- have followed while the token holds the lock, so the counter is its fence.
+  -- The counter's text, not tonumber's double: exact past 2^53.
   local fence = 0
   if #KEYS >= 6 then
-    fence = tonumber(redis.call('GET', KEYS[6]) or '0')
+    fence = redis.call('GET', KEYS[6]) or 0
   end
   return {2, fence, redis.call('GET', prevkey), redis.call('PTTL', lock)}
 end

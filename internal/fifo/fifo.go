@@ -269,6 +269,10 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	}
 	a, ok1 := v[0].(int64)
 	b, ok2 := v[1].(int64)
+	if s, ok := v[1].(string); ok { // a fence past 2^53 is decimal text (policy.NextFenceLua)
+		n, err := strconv.ParseInt(s, 10, 64)
+		b, ok2 = n, err == nil
+	}
 	if !ok1 || !ok2 {
 		return r, fmt.Errorf("%w: %v", ErrReply, v)
 	}

@@ -93,5 +93,5 @@ if fencing == '1' then
   fence = next_fence(KEYS[6]) -- internal/policy's rule, prepended
 end
 redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch,
-  head .. ' ' .. string.format('%.0f', fence) .. ' ' .. px .. ' ' .. prev)
+  head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev)
 return held

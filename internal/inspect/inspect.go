@@ -35,6 +35,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/keylang"
 	"sort"
 	"strconv"
 	"strings"
@@ -223,10 +224,10 @@ func (in *Inspector) compile(o Options) (*filter, error) {
 func parseFilterValue(s schema.Segment, v string) (Param, error) {
 	p := Param{Name: s.Param, Type: s.Type}
 	var err error
-	switch policy.EncodingOf(string(s.Type)) {
-	case policy.EncInt:
+	switch keylang.Enc(string(s.Type)) {
+	case keylang.Int:
 		p.Int, err = strconv.ParseInt(v, 10, bitSize(s.Type))
-	case policy.EncUint:
+	case keylang.Uint:
 		p.Uint, err = strconv.ParseUint(v, 10, bitSize(s.Type))
 	default:
 		p.Str = v

@@ -2,6 +2,7 @@ package inspect
 
 import (
 	"fmt"
+	"github.com/lockkit/lockkit/internal/keylang"
 	"strconv"
 	"strings"
 
@@ -26,10 +27,10 @@ type Param struct {
 
 // Value returns the parameter as JSON shows it: a string, an int64 or a uint64.
 func (p Param) Value() any {
-	switch policy.EncodingOf(string(p.Type)) {
-	case policy.EncInt:
+	switch keylang.Enc(string(p.Type)) {
+	case keylang.Int:
 		return p.Int
-	case policy.EncUint:
+	case keylang.Uint:
 		return p.Uint
 	}
 	return p.Str
@@ -38,10 +39,10 @@ func (p Param) Value() any {
 // String is the parameter's value as text: the string itself, or the
 // integer in decimal.
 func (p Param) String() string {
-	switch policy.EncodingOf(string(p.Type)) {
-	case policy.EncInt:
+	switch keylang.Enc(string(p.Type)) {
+	case keylang.Int:
 		return strconv.FormatInt(p.Int, 10)
-	case policy.EncUint:
+	case keylang.Uint:
 		return strconv.FormatUint(p.Uint, 10)
 	}
 	return p.Str
@@ -119,10 +120,10 @@ func (d *Decoder) Encode(dom *schema.Domain, params []Param) (string, error) {
 }
 
 func appendParam(b []byte, t schema.ParamType, p Param) []byte {
-	switch policy.EncodingOf(string(t)) {
-	case policy.EncInt:
+	switch keylang.Enc(string(t)) {
+	case keylang.Int:
 		return strconv.AppendInt(b, p.Int, 10)
-	case policy.EncUint:
+	case keylang.Uint:
 		return strconv.AppendUint(b, p.Uint, 10)
 	}
 	return policy.AppendParam(b, p.Str)
@@ -184,7 +185,7 @@ func (m *matcher) match(si, pos int, out *[]Param) bool {
 		*out = (*out)[:n]
 		return false
 	}
-	if policy.EncodingOf(string(seg.Type)) == policy.EncString {
+	if keylang.Enc(string(seg.Type)) == keylang.String {
 		// Every boundary between encoded units up to the first byte that
 		// an encoded string cannot hold.
 		for end := pos; ; {
@@ -202,7 +203,7 @@ func (m *matcher) match(si, pos int, out *[]Param) bool {
 		}
 	} else {
 		end := pos
-		if end < len(m.s) && m.s[end] == '-' && policy.EncodingOf(string(seg.Type)) == policy.EncInt {
+		if end < len(m.s) && m.s[end] == '-' && keylang.Enc(string(seg.Type)) == keylang.Int {
 			end++
 		}
 		for end < len(m.s) && m.s[end] >= '0' && m.s[end] <= '9' {
@@ -259,14 +260,14 @@ func unhex(c byte) int {
 // have written exactly enc for the value.
 func parseParam(seg schema.Segment, enc string) (Param, bool) {
 	p := Param{Name: seg.Param, Type: seg.Type}
-	switch policy.EncodingOf(string(seg.Type)) {
-	case policy.EncInt:
+	switch keylang.Enc(string(seg.Type)) {
+	case keylang.Int:
 		v, err := strconv.ParseInt(enc, 10, bitSize(seg.Type))
 		if err != nil || strconv.FormatInt(v, 10) != enc {
 			return p, false
 		}
 		p.Int = v
-	case policy.EncUint:
+	case keylang.Uint:
 		v, err := strconv.ParseUint(enc, 10, bitSize(seg.Type))
 		if err != nil || strconv.FormatUint(v, 10) != enc {
 			return p, false

@@ -61,7 +61,7 @@ var Fields = []Field{
 		Name: "retry", GoName: "Retry", Type: "Retry", Default: "none",
 		Doc: "How acquiring retries while the lock is held by someone else: none (a single attempt) or a backoff policy.",
 		Fields: []Field{
-			{Name: "attempts", GoName: "Attempts", Type: "int", Doc: "Total number of attempts, the first included.", Rule: "At least 1; required here or in defaults.retry."},
+			{Name: "attempts", GoName: "Attempts", Type: "int", Doc: "Total number of attempts, the first included.", Rule: "At least 1 and at most 2147483647 (the largest int of 32-bit targets); required here or in defaults.retry."},
 			{Name: "initial", GoName: "Initial", Type: "time.Duration", Default: "50ms", Doc: "First backoff between attempts.", Rule: "Above 0."},
 			{Name: "max", GoName: "Max", Type: "time.Duration", Default: "1s", Doc: "Cap on one backoff.", Rule: "At least initial."},
 			{Name: "multiplier", GoName: "Multiplier", Type: "float64", Default: "2", Doc: "Growth of the backoff after each attempt.", Rule: "At least 1."},
@@ -76,7 +76,7 @@ var Fields = []Field{
 	{
 		Name: "replicas", GoName: "Replicas", Type: "int", Default: "0",
 		Doc:  "How many replicas must hold the lock before a lease is granted: each acquisition waits for them (Redis WAIT), and if fewer acknowledge within replica_timeout the lock is released and the acquisition fails with ErrUnavailable. 0 means do not wait.",
-		Rule: "At least 0.",
+		Rule: "At least 0 and at most 2147483647 (the largest int of 32-bit targets).",
 	},
 	{
 		Name: "replica_timeout", GoName: "ReplicaTimeout", Type: "time.Duration", Default: DefaultReplicaTimeout.String(),

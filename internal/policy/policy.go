@@ -263,19 +263,37 @@ func NeedsEscape(c byte) bool {
 // goes back when Redis loses writes (a restart without them, everysec AOF, a
 // failover to a replica that missed the last INCRs); the clock does not, so
 // fences stay strictly increasing as long as the server clock never steps
-// back and grants stay below one per microsecond per key. Both numbers stay
-// below 2^53, so Lua's doubles hold them exactly.
+// back and grants stay below one per microsecond per key.
+//
+// A fence is exact up to 2^63−1. Lua numbers are doubles, exact only below
+// 2^53 (fenceExactLua): past it next_fence returns the counter's own decimal
+// text, which go-redis reads as the same int64, and the clock (~2^51 today)
+// is behind the counter anyway. fence_text(f) writes a fence either way, for
+// a message. The Go side of each script reads an integer or a decimal string.
 const NextFenceLua = `local function next_fence(counter)
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local fence = redis.call('INCR', counter)
+  if fence >= ` + fenceExactLua + ` then
+    return redis.call('GET', counter)
+  end
   if now > fence then
     fence = now
     redis.call('SET', counter, string.format('%.0f', fence))
   end
   return fence
 end
+local function fence_text(f)
+  if type(f) == 'string' then
+    return f
+  end
+  return string.format('%.0f', f)
+end
 `
+
+// fenceExactLua is 2^53, where Lua's doubles stop holding every integer: a
+// fence at or past it travels as decimal text (NextFenceLua).
+const fenceExactLua = "9007199254740992"
 
 // Wait is how a domain's acquisitions wait for a held lock.
 type Wait uint8
@@ -387,28 +405,3 @@ func EnvMaxHoldName(domain string) string {
 	return EnvMaxHoldPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
 }
 
-// Encoding is how a pattern parameter of a type is written into a key.
-type Encoding int
-
-// The encodings.
-const (
-	// EncString: escaped by AppendParam, so that it never contains ':',
-	// '{' or '}'; may be empty.
-	EncString Encoding = iota
-	// EncInt: signed decimal, -?[0-9]+.
-	EncInt
-	// EncUint: unsigned decimal, [0-9]+.
-	EncUint
-)
-
-// EncodingOf is how a parameter of the pattern type typ ("string",
-// "int64", "uint32"...) is written into keys; an unknown type is a string.
-func EncodingOf(typ string) Encoding {
-	switch typ {
-	case "int", "int32", "int64":
-		return EncInt
-	case "uint", "uint32", "uint64":
-		return EncUint
-	}
-	return EncString
-}

@@ -189,6 +189,19 @@ func b16(ctx context.Context, id int) error {
 	return write(ctx, id, 0)
 }
 
+// B17: the Release is in a local closure that one path never calls.
+func b17(ctx context.Context, id int) error {
+	lease, err := locks.Job(id).Acquire(ctx) // want `not released on every path`
+	if err != nil {
+		return err
+	}
+	release := func() error { return lease.Release(ctx) }
+	if err := check(); err != nil {
+		return err // release() forgotten here
+	}
+	return release()
+}
+
 // ===== good: none is reported =====
 
 func g1(ctx context.Context, id int) error {
@@ -348,4 +361,42 @@ func g16(ctx context.Context, l JobLock, other JobLock) error {
 		l = other
 		return l.Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error { return work(ctx) })
 	})
+}
+
+// G17: the Release is in a local closure, deferred.
+func g17(ctx context.Context, id int) error {
+	lease, err := locks.Job(id).Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	release := func() error { return lease.Release(ctx) }
+	defer release()
+	return check()
+}
+
+// G18: the closure holding the lease is handed on: whoever gets it may
+// release it.
+func g18(ctx context.Context, id int, done chan<- func() error) error {
+	lease, err := locks.Job(id).Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	release := func() error { return lease.Release(ctx) }
+	done <- release
+	return nil
+}
+
+// G19: the local closure called from a goroutine.
+func g19(ctx context.Context, id int) error {
+	lease, err := locks.Job(id).Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	release := func() error { return lease.Release(ctx) }
+	go func() {
+		if err := release(); err != nil {
+			log.Print(err)
+		}
+	}()
+	return nil
 }
