@@ -16,7 +16,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lockkit/lockkit/etcd"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/postgres"
@@ -168,6 +170,13 @@ var kinds = []kind{
 		mutation: "onefence", mutFaults: nil,
 		mutSays: "its lease was granted fence",
 	},
+	{
+		name: "etcd", mode: "etcd", nkeys: 1, needs: func(t testing.TB) { testserver.RequireEtcd(t) },
+		start: startEtcd, collect: collectEtcd,
+		faults:   []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter", "etcd-kill-leader", "etcd-pause-leader"},
+		mutation: "nofence", mutFaults: []string{"pause-holder"},
+		mutSays: "late write",
+	},
 }
 
 const (
@@ -193,9 +202,10 @@ type krun struct {
 
 	lock    *testserver.Redis // fifo's lock server
 	cluster *testserver.Cluster
-	keys    []string         // lock keys
-	keyNode []int            // doall: the Cluster node of each key
-	epochs  map[int][]string // AOF directories moved aside, by node (0: fifo's server)
+	etcd    *testserver.EtcdCluster // etcd's lock servers
+	keys    []string                // lock keys
+	keyNode []int                   // doall: the Cluster node of each key
+	epochs  map[int][]string        // AOF directories moved aside, by node (0: fifo's server)
 
 	cycles                  int
 	setup, faultTime, total time.Duration
@@ -497,6 +507,51 @@ func collectDoAll(r *krun, in *Input) {
 	}
 }
 
+// startEtcd: a 3-member etcd cluster (500ms election timeout: leader
+// changes take about a second, and leases of 1s are kept). Its record of
+// grants is its own MVCC history, which the harness never compacts.
+func startEtcd(r *krun) {
+	r.etcd = testserver.StartEtcd(r.t, 3)
+	r.keys = []string{"lock:{booking}"}
+	r.flags = append(r.flags, "-lock-etcd", r.etcd.EndpointsString())
+}
+
+// collectEtcd reads every revision of the lock's keys from etcd's MVCC
+// history (a watch from revision 1): a polling acquire writes its key only
+// when the lock has no key, so each creation is a grant, to the token the
+// key names, with its create revision as the fence.
+func collectEtcd(r *krun, in *Input) {
+	t := r.t
+	cli := r.etcd.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	start, end := etcd.Key(r.keys[0], ""), r.keys[0]+"\x01"
+	head, err := cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("etcd: %v", err)
+	}
+	var gs []Grant
+	wc := cli.Watch(ctx, start, clientv3.WithRange(end), clientv3.WithRev(1))
+	for rev := int64(0); rev < head.Header.Revision; {
+		wr, ok := <-wc
+		if !ok || wr.Err() != nil {
+			t.Fatalf("etcd history: watch ended at revision %d of %d: %v", rev, head.Header.Revision, wr.Err())
+		}
+		rev = max(rev, wr.Header.Revision)
+		for _, ev := range wr.Events {
+			if ev.Type != clientv3.EventTypePut || !ev.IsCreate() {
+				continue
+			}
+			tok := strings.TrimPrefix(string(ev.Kv.Key), start)
+			gs = append(gs, Grant{Token: tok, Fence: ev.Kv.CreateRevision, Pos: len(gs)})
+		}
+	}
+	if len(gs) == 0 {
+		t.Fatalf("no grant of %s in etcd's history: is the key right?", r.keys[0])
+	}
+	in.Grants = [][]Grant{gs}
+}
+
 func (r *krun) collect() Input {
 	t := r.t
 	in := Input{Writes: map[string][]Write{}, Faults: r.faults, ResumeBound: resumeBound, LateOutcomes: r.k.late}
@@ -771,6 +826,34 @@ var faultFns = map[string]func(r *krun) Fault{
 		r.pg.Pause(r.t)
 		time.Sleep(kindTTL * 5 / 2)
 		r.pg.Resume(r.t)
+		return f
+	},
+	// etcd-kill-leader: kill -9 the etcd leader while a worker is stopped
+	// inside fn, start it again (same data), resume the worker.
+	"etcd-kill-leader": func(r *krun) Fault {
+		w, ev := r.holderInFn("etcd-kill-leader")
+		f := Fault{Worker: w.id, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano()}
+		i := r.etcd.Leader(r.t, 10*time.Second)
+		m := r.etcd.Members[i]
+		f.Note = "leader " + m.Name
+		m.Kill(r.t)
+		m.Start(r.t)
+		if err := w.signal(syscall.SIGCONT); err != nil {
+			r.t.Fatalf("SIGCONT worker %d: %v", w.id, err)
+		}
+		f.End = time.Now().UnixNano()
+		r.stops[w] = append(r.stops[w], [2]int64{f.Start, f.End})
+		return f
+	},
+	// etcd-pause-leader: SIGSTOP the etcd leader past the TTL (the others
+	// elect a new one; the workers' requests to it time out), then resume.
+	"etcd-pause-leader": func(r *krun) Fault {
+		i := r.etcd.Leader(r.t, 10*time.Second)
+		m := r.etcd.Members[i]
+		f := Fault{Worker: -1, Start: time.Now().UnixNano(), Note: "leader " + m.Name}
+		m.Pause(r.t)
+		time.Sleep(kindTTL * 5 / 2)
+		m.Resume(r.t)
 		return f
 	},
 	// restart-queued: once waiters are queued, kill -9 the lock server and
