@@ -22,6 +22,7 @@ import (
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/postgres"
+	"github.com/lockkit/lockkit/zookeeper"
 )
 
 // TestFaultHarnessKinds runs the harness over every kind besides the
@@ -177,6 +178,13 @@ var kinds = []kind{
 		mutation: "nofence", mutFaults: []string{"pause-holder"},
 		mutSays: "late write",
 	},
+	{
+		name: "zk", mode: "zk", nkeys: 1, needs: testserver.RequireZooKeeper,
+		start: startZK, collect: collectZK,
+		faults:   []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter", "zk-kill-leader", "zk-pause-leader"},
+		mutation: "nofence", mutFaults: []string{"pause-holder"},
+		mutSays: "late write",
+	},
 }
 
 const (
@@ -203,6 +211,7 @@ type krun struct {
 	lock    *testserver.Redis // fifo's lock server
 	cluster *testserver.Cluster
 	etcd    *testserver.EtcdCluster // etcd's lock servers
+	zk      *testserver.ZooKeeper   // zk's lock servers
 	keys    []string                // lock keys
 	keyNode []int                   // doall: the Cluster node of each key
 	epochs  map[int][]string        // AOF directories moved aside, by node (0: fifo's server)
@@ -552,6 +561,35 @@ func collectEtcd(r *krun, in *Input) {
 	in.Grants = [][]Grant{gs}
 }
 
+// startZK: a 3-member ZooKeeper ensemble (tick 100ms; the workers' 1s TTL
+// is their session timeout). Its record of grants is its members'
+// transaction logs.
+func startZK(r *krun) {
+	r.zk = testserver.StartZooKeeper(r.t, 3)
+	r.keys = []string{"lock:{booking}"}
+	r.flags = append(r.flags, "-lock-zk", r.zk.ServersString())
+}
+
+// collectZK replays the lock node's children from the members' transaction
+// logs (GrantsFromZKLog): each child that became the lowest is a grant.
+func collectZK(r *krun, in *Input) {
+	var dirs []string
+	for _, m := range r.zk.Members {
+		dirs = append(dirs, m.DataDir)
+	}
+	txns, err := ReadZKLogs(dirs...)
+	if err != nil {
+		r.t.Fatalf("zookeeper transaction logs: %v", err)
+	}
+	parent := zookeeper.LockPath(zookeeper.DefaultRoot, r.keys[0])
+	gs := GrantsFromZKLog(txns, parent)
+	if len(gs) == 0 {
+		r.t.Fatalf("no grant of %s in %d transactions of the ensemble's logs: is the path right?", parent, len(txns))
+	}
+	in.Grants = [][]Grant{gs}
+	in.Regrants = true
+}
+
 func (r *krun) collect() Input {
 	t := r.t
 	in := Input{Writes: map[string][]Write{}, Faults: r.faults, ResumeBound: resumeBound, LateOutcomes: r.k.late}
@@ -851,6 +889,32 @@ var faultFns = map[string]func(r *krun) Fault{
 		i := r.etcd.Leader(r.t, 10*time.Second)
 		m := r.etcd.Members[i]
 		f := Fault{Worker: -1, Start: time.Now().UnixNano(), Note: "leader " + m.Name}
+		m.Pause(r.t)
+		time.Sleep(kindTTL * 5 / 2)
+		m.Resume(r.t)
+		return f
+	},
+	// zk-kill-leader: kill -9 the ZooKeeper leader while a worker is
+	// stopped inside fn, start it again (same data), resume the worker.
+	"zk-kill-leader": func(r *krun) Fault {
+		w, ev := r.holderInFn("zk-kill-leader")
+		f := Fault{Worker: w.id, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano()}
+		m := r.zk.Members[r.zk.Leader(r.t, 30*time.Second)]
+		f.Note = fmt.Sprintf("leader %d", m.ID)
+		m.Kill(r.t)
+		m.Start(r.t)
+		if err := w.signal(syscall.SIGCONT); err != nil {
+			r.t.Fatalf("SIGCONT worker %d: %v", w.id, err)
+		}
+		f.End = time.Now().UnixNano()
+		r.stops[w] = append(r.stops[w], [2]int64{f.Start, f.End})
+		return f
+	},
+	// zk-pause-leader: SIGSTOP the ZooKeeper leader past the TTL (and past
+	// syncLimit: the followers elect a new one), then resume it.
+	"zk-pause-leader": func(r *krun) Fault {
+		m := r.zk.Members[r.zk.Leader(r.t, 30*time.Second)]
+		f := Fault{Worker: -1, Start: time.Now().UnixNano(), Note: fmt.Sprintf("leader %d", m.ID)}
 		m.Pause(r.t)
 		time.Sleep(kindTTL * 5 / 2)
 		m.Resume(r.t)
