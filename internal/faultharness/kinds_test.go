@@ -134,6 +134,7 @@ type kind struct {
 	faultsPG   bool                     // its faults kill and pause PostgreSQL: its run has a server of its own
 	start      func(r *krun)            // its servers; sets r.flags
 	faults     []string                 // one cycle, in order (faultFns)
+	soakFaults []string                 // added to each cycle in a soak only (CI cost; other kinds run them in CI)
 	collect    func(r *krun, in *Input) // the lock server's records into in
 	late       []string                 // answers that turn a paused holder's late write away
 	// mutation breaks the workers on purpose; mutFaults are the faults of
@@ -174,15 +175,17 @@ var kinds = []kind{
 	{
 		name: "etcd", mode: "etcd", nkeys: 1, needs: func(t testing.TB) { testserver.RequireEtcd(t) },
 		start: startEtcd, collect: collectEtcd,
-		faults:   []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter", "etcd-kill-leader", "etcd-pause-leader"},
-		mutation: "nofence", mutFaults: []string{"pause-holder"},
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "etcd-kill-leader", "etcd-pause-leader"},
+		soakFaults: []string{"stop-waiter", "kill-waiter"},
+		mutation:   "nofence", mutFaults: []string{"pause-holder"},
 		mutSays: "late write",
 	},
 	{
 		name: "zk", mode: "zk", nkeys: 1, needs: testserver.RequireZooKeeper,
 		start: startZK, collect: collectZK,
-		faults:   []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter", "zk-kill-leader", "zk-pause-leader"},
-		mutation: "nofence", mutFaults: []string{"pause-holder"},
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "zk-kill-leader", "zk-pause-leader"},
+		soakFaults: []string{"stop-waiter", "kill-waiter"},
+		mutation:   "nofence", mutFaults: []string{"pause-holder"},
 		mutSays: "late write",
 	},
 }
@@ -291,6 +294,9 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 	r.waitGrants(5, "warm-up")
 
 	faults := k.faults
+	if soak {
+		faults = append(slices.Clone(faults), k.soakFaults...)
+	}
 	if mutation != "" {
 		faults = k.mutFaults
 	}
