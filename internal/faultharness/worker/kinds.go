@@ -78,8 +78,14 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		if perr != nil {
 			return nil, nil, perr
 		}
+		// No ConnectTimeout, as the README configures pools: pgxpool opens
+		// connections in the background, past an Acquire's context. With a
+		// 1s ConnectTimeout, a server loaded to ~45 answered no new session
+		// for 40s after pg-pause: each attempt given up after 1s left its
+		// connection in the server's listen backlog, where the resumed
+		// postmaster forked a backend for it, so the dead attempts queued
+		// ahead of the live ones faster than it could serve them.
 		cfg.MaxConns = 4
-		cfg.ConnConfig.ConnectTimeout = time.Second
 		if kw.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
 			return nil, nil, err
 		}
