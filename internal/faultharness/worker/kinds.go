@@ -81,10 +81,11 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		// No ConnectTimeout, as the README configures pools: pgxpool opens
 		// connections in the background, past an Acquire's context. With a
 		// 1s ConnectTimeout, a server loaded to ~45 answered no new session
-		// for 40s after pg-pause: each attempt given up after 1s left its
-		// connection in the server's listen backlog, where the resumed
-		// postmaster forked a backend for it, so the dead attempts queued
-		// ahead of the live ones faster than it could serve them.
+		// for 40s after pg-pause, no process of it stopped. The likely
+		// cause: each attempt given up after 1s left its connection in the
+		// server's listen backlog, where the resumed postmaster forks a
+		// backend for it, so dead attempts queued ahead of the live ones
+		// faster than it served them.
 		cfg.MaxConns = 4
 		if kw.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
 			return nil, nil, err
