@@ -583,7 +583,11 @@ func (r *krun) members() int {
 func startZK(r *krun) {
 	r.zk = testserver.StartZooKeeper(r.t, r.members())
 	r.keys = []string{"lock:{booking}"}
-	r.flags = append(r.flags, "-lock-zk", r.zk.ServersString())
+	// A command timeout of 500ms, not the workers' 250ms: a fresh ensemble
+	// (JVMs still warming up) at a load of ~40 answered creates later than
+	// 250ms for 40s, each timeout kept the breaker open, and the warm-up
+	// saw no grant (round 6, one CI run of three).
+	r.flags = append(r.flags, "-lock-zk", r.zk.ServersString(), "-cmd-timeout", "500ms")
 }
 
 // collectZK replays the lock node's children from the members' transaction
