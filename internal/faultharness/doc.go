@@ -23,8 +23,10 @@
 // runs the other kinds from a table (kinds_test.go), each with its worker mode
 // (worker/kinds.go): PostgreSQL session locks (pg) and DoTx (pgtx), a FIFO
 // domain on Redis (fifo, checked against the queue replayed from the AOF by
-// CheckFIFO) and DoAll over keys on three Cluster masters (doall); each kind
-// also has a run with its workers broken on purpose that the checker must fail.
+// CheckFIFO), DoAll over keys on three Cluster masters (doall), etcd (its
+// MVCC history is the record of grants) and ZooKeeper (its members'
+// transaction logs, replayed by GrantsFromZKLog); each kind also has a run
+// with its workers broken on purpose that the checker must fail.
 //
 // The package's non-test code is the record formats and the checker, shared
 // by the worker and the test; docs/reliability.md has the figures and the

@@ -16,10 +16,13 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/lockkit/lockkit/etcd"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/postgres"
+	"github.com/lockkit/lockkit/zookeeper"
 )
 
 // TestFaultHarnessKinds runs the harness over every kind besides the
@@ -131,6 +134,7 @@ type kind struct {
 	faultsPG   bool                     // its faults kill and pause PostgreSQL: its run has a server of its own
 	start      func(r *krun)            // its servers; sets r.flags
 	faults     []string                 // one cycle, in order (faultFns)
+	soakFaults []string                 // added to each cycle in a soak only (CI cost; other kinds run them in CI)
 	collect    func(r *krun, in *Input) // the lock server's records into in
 	late       []string                 // answers that turn a paused holder's late write away
 	// mutation breaks the workers on purpose; mutFaults are the faults of
@@ -168,6 +172,22 @@ var kinds = []kind{
 		mutation: "onefence", mutFaults: nil,
 		mutSays: "its lease was granted fence",
 	},
+	{
+		name: "etcd", mode: "etcd", nkeys: 1, needs: func(t testing.TB) { testserver.RequireEtcd(t) },
+		start: startEtcd, collect: collectEtcd,
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "etcd-kill-leader", "etcd-pause-leader"},
+		soakFaults: []string{"stop-waiter", "kill-waiter"},
+		mutation:   "nofence", mutFaults: []string{"pause-holder"},
+		mutSays: "late write",
+	},
+	{
+		name: "zk", mode: "zk", nkeys: 1, needs: testserver.RequireZooKeeper,
+		start: startZK, collect: collectZK,
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "zk-kill-leader", "zk-pause-leader"},
+		soakFaults: []string{"stop-waiter", "kill-waiter"},
+		mutation:   "nofence", mutFaults: []string{"pause-holder"},
+		mutSays: "late write",
+	},
 }
 
 const (
@@ -179,6 +199,7 @@ const (
 type krun struct {
 	fleet
 	k        kind
+	mutation string // the workers' mutation; "" in a run that must pass
 	bin, dir string
 	flags    []string
 	live     []*workerProc
@@ -193,9 +214,11 @@ type krun struct {
 
 	lock    *testserver.Redis // fifo's lock server
 	cluster *testserver.Cluster
-	keys    []string         // lock keys
-	keyNode []int            // doall: the Cluster node of each key
-	epochs  map[int][]string // AOF directories moved aside, by node (0: fifo's server)
+	etcd    *testserver.EtcdCluster // etcd's lock servers
+	zk      *testserver.ZooKeeper   // zk's lock servers
+	keys    []string                // lock keys
+	keyNode []int                   // doall: the Cluster node of each key
+	epochs  map[int][]string        // AOF directories moved aside, by node (0: fifo's server)
 
 	cycles                  int
 	setup, faultTime, total time.Duration
@@ -216,7 +239,7 @@ func (r *krun) res(i int) string {
 // PostgreSQL server, for a run whose faults leave PostgreSQL alone.
 func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration, newDB func(*testing.T) string) *krun {
 	began := time.Now()
-	r := &krun{fleet: fleet{t: t, name: k.name + ": ", tail: newTailer()}, k: k, bin: bin, stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
+	r := &krun{fleet: fleet{t: t, name: k.name + ": ", tail: newTailer()}, k: k, bin: bin, mutation: mutation, stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
 	// The histories and stderr stay when the run fails (their directory is
 	// logged), or in LOCKKIT_HARNESS_DIR when set.
 	dir, err := os.MkdirTemp("", "lockkit-harness-"+k.name+"-")
@@ -271,6 +294,9 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 	r.waitGrants(5, "warm-up")
 
 	faults := k.faults
+	if soak {
+		faults = append(slices.Clone(faults), k.soakFaults...)
+	}
 	if mutation != "" {
 		faults = k.mutFaults
 	}
@@ -495,6 +521,93 @@ func collectDoAll(r *krun, in *Input) {
 			in.GrantSets[key] = append(in.GrantSets[key], g)
 		}
 	}
+}
+
+// startEtcd: a 3-member etcd cluster (500ms election timeout: leader
+// changes take about a second, and leases of 1s are kept). Its record of
+// grants is its own MVCC history, which the harness never compacts.
+func startEtcd(r *krun) {
+	r.etcd = testserver.StartEtcd(r.t, r.members())
+	r.keys = []string{"lock:{booking}"}
+	r.flags = append(r.flags, "-lock-etcd", r.etcd.EndpointsString())
+}
+
+// collectEtcd reads every revision of the lock's keys from etcd's MVCC
+// history (a watch from revision 1): a polling acquire writes its key only
+// when the lock has no key, so each creation is a grant, to the token the
+// key names, with its create revision as the fence.
+func collectEtcd(r *krun, in *Input) {
+	t := r.t
+	cli := r.etcd.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	start, end := etcd.Key(r.keys[0], ""), r.keys[0]+"\x01"
+	head, err := cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatalf("etcd: %v", err)
+	}
+	var gs []Grant
+	wc := cli.Watch(ctx, start, clientv3.WithRange(end), clientv3.WithRev(1))
+	for rev := int64(0); rev < head.Header.Revision; {
+		wr, ok := <-wc
+		if !ok || wr.Err() != nil {
+			t.Fatalf("etcd history: watch ended at revision %d of %d: %v", rev, head.Header.Revision, wr.Err())
+		}
+		rev = max(rev, wr.Header.Revision)
+		for _, ev := range wr.Events {
+			if ev.Type != clientv3.EventTypePut || !ev.IsCreate() {
+				continue
+			}
+			tok := strings.TrimPrefix(string(ev.Kv.Key), start)
+			gs = append(gs, Grant{Token: tok, Fence: ev.Kv.CreateRevision, Pos: len(gs)})
+		}
+	}
+	if len(gs) == 0 {
+		t.Fatalf("no grant of %s in etcd's history: is the key right?", r.keys[0])
+	}
+	in.Grants = [][]Grant{gs}
+}
+
+// members is the size of a consensus kind's cluster: 3, or 1 for a
+// mutation's run, whose faults leave the servers alone (cheaper in CI).
+func (r *krun) members() int {
+	if r.mutation != "" {
+		return 1
+	}
+	return 3
+}
+
+// startZK: a 3-member ZooKeeper ensemble (tick 100ms; the workers' 1s TTL
+// is their session timeout). Its record of grants is its members'
+// transaction logs.
+func startZK(r *krun) {
+	r.zk = testserver.StartZooKeeper(r.t, r.members())
+	r.keys = []string{"lock:{booking}"}
+	// A command timeout of 500ms, not the workers' 250ms: a fresh ensemble
+	// (JVMs still warming up) at a load of ~40 answered creates later than
+	// 250ms for 40s, each timeout kept the breaker open, and the warm-up
+	// saw no grant (round 6, one CI run of three).
+	r.flags = append(r.flags, "-lock-zk", r.zk.ServersString(), "-cmd-timeout", "500ms")
+}
+
+// collectZK replays the lock node's children from the members' transaction
+// logs (GrantsFromZKLog): each child that became the lowest is a grant.
+func collectZK(r *krun, in *Input) {
+	var dirs []string
+	for _, m := range r.zk.Members {
+		dirs = append(dirs, m.DataDir)
+	}
+	txns, err := ReadZKLogs(dirs...)
+	if err != nil {
+		r.t.Fatalf("zookeeper transaction logs: %v", err)
+	}
+	parent := zookeeper.LockPath(zookeeper.DefaultRoot, r.keys[0])
+	gs := GrantsFromZKLog(txns, parent)
+	if len(gs) == 0 {
+		r.t.Fatalf("no grant of %s in %d transactions of the ensemble's logs: is the path right?", parent, len(txns))
+	}
+	in.Grants = [][]Grant{gs}
+	in.Regrants = true
 }
 
 func (r *krun) collect() Input {
@@ -771,6 +884,60 @@ var faultFns = map[string]func(r *krun) Fault{
 		r.pg.Pause(r.t)
 		time.Sleep(kindTTL * 5 / 2)
 		r.pg.Resume(r.t)
+		return f
+	},
+	// etcd-kill-leader: kill -9 the etcd leader while a worker is stopped
+	// inside fn, start it again (same data), resume the worker.
+	"etcd-kill-leader": func(r *krun) Fault {
+		w, ev := r.holderInFn("etcd-kill-leader")
+		f := Fault{Worker: w.id, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano()}
+		i := r.etcd.Leader(r.t, 10*time.Second)
+		m := r.etcd.Members[i]
+		f.Note = "leader " + m.Name
+		m.Kill(r.t)
+		m.Start(r.t)
+		if err := w.signal(syscall.SIGCONT); err != nil {
+			r.t.Fatalf("SIGCONT worker %d: %v", w.id, err)
+		}
+		f.End = time.Now().UnixNano()
+		r.stops[w] = append(r.stops[w], [2]int64{f.Start, f.End})
+		return f
+	},
+	// etcd-pause-leader: SIGSTOP the etcd leader past the TTL (the others
+	// elect a new one; the workers' requests to it time out), then resume.
+	"etcd-pause-leader": func(r *krun) Fault {
+		i := r.etcd.Leader(r.t, 10*time.Second)
+		m := r.etcd.Members[i]
+		f := Fault{Worker: -1, Start: time.Now().UnixNano(), Note: "leader " + m.Name}
+		m.Pause(r.t)
+		time.Sleep(kindTTL * 5 / 2)
+		m.Resume(r.t)
+		return f
+	},
+	// zk-kill-leader: kill -9 the ZooKeeper leader while a worker is
+	// stopped inside fn, start it again (same data), resume the worker.
+	"zk-kill-leader": func(r *krun) Fault {
+		w, ev := r.holderInFn("zk-kill-leader")
+		f := Fault{Worker: w.id, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano()}
+		m := r.zk.Members[r.zk.Leader(r.t, 30*time.Second)]
+		f.Note = fmt.Sprintf("leader %d", m.ID)
+		m.Kill(r.t)
+		m.Start(r.t)
+		if err := w.signal(syscall.SIGCONT); err != nil {
+			r.t.Fatalf("SIGCONT worker %d: %v", w.id, err)
+		}
+		f.End = time.Now().UnixNano()
+		r.stops[w] = append(r.stops[w], [2]int64{f.Start, f.End})
+		return f
+	},
+	// zk-pause-leader: SIGSTOP the ZooKeeper leader past the TTL (and past
+	// syncLimit: the followers elect a new one), then resume it.
+	"zk-pause-leader": func(r *krun) Fault {
+		m := r.zk.Members[r.zk.Leader(r.t, 30*time.Second)]
+		f := Fault{Worker: -1, Start: time.Now().UnixNano(), Note: fmt.Sprintf("leader %d", m.ID)}
+		m.Pause(r.t)
+		time.Sleep(kindTTL * 5 / 2)
+		m.Resume(r.t)
 		return f
 	},
 	// restart-queued: once waiters are queued, kill -9 the lock server and

@@ -293,25 +293,39 @@ func childPIDs(ppid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		if pp, err := strconv.Atoi(f[1]); err == nil && pp == ppid {
+		if _, pp, ok := procStat(pid); ok && pp == ppid {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// procStat is pid's state letter and parent pid, from /proc/PID/stat.
+func procStat(pid int) (state string, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	return parseStat(b)
+}
+
+// parseStat reads "pid (comm) state ppid ...": comm may hold spaces and
+// parentheses.
+func parseStat(b []byte) (state string, ppid int, ok bool) {
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return "", 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return "", 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	if err != nil {
+		return "", 0, false
+	}
+	return f[0], pp, true
 }
 
 // Resume undoes Pause with SIGCONT.
@@ -323,6 +337,42 @@ func (p *Postgres) Resume(t testing.TB) {
 	if err := p.proc.signalGroup(syscall.SIGCONT); err != nil {
 		t.Fatalf("testserver: Resume postgres: %v", err)
 	}
+	// Resume returns once no process of the server is stopped: a stopped
+	// postmaster (or a backend holding a lock the others wait for) accepts
+	// TCP connections and answers nothing, which the caller would see only
+	// as timeouts.
+	deadline := time.Now().Add(resumeWait)
+	for {
+		stopped := p.stoppedPIDs()
+		if len(stopped) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testserver: Resume postgres %s: processes %v still stopped %v after SIGCONT", p.Addr(), stopped, resumeWait)
+		}
+		for _, pid := range stopped {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// resumeWait bounds how long Resume waits for the server's processes to run.
+const resumeWait = 10 * time.Second
+
+// stoppedPIDs lists the postmaster and its children that are in the stopped
+// state ("T" in /proc/PID/stat).
+func (p *Postgres) stoppedPIDs() []int {
+	if p.proc.exited() {
+		return nil
+	}
+	var out []int
+	for _, pid := range append(childPIDs(p.proc.pid), p.proc.pid) {
+		if st, _, ok := procStat(pid); ok && st == "T" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // Kill sends SIGKILL to the postmaster and all of its children (session

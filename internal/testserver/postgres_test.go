@@ -3,6 +3,7 @@ package testserver
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -97,6 +98,10 @@ func TestPostgresPauseStopsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	pg.Pause(t)
+	if st := pg.stoppedPIDs(); !slices.Contains(st, pg.PID()) {
+		pg.Resume(t)
+		t.Fatalf("after Pause, the stopped processes %v do not include the postmaster %d", st, pg.PID())
+	}
 	qctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
 	err = conn.QueryRow(qctx, "SELECT 1").Scan(&one)
 	cancel()
@@ -105,6 +110,9 @@ func TestPostgresPauseStopsSessions(t *testing.T) {
 		t.Fatal("a paused server answered SELECT 1 on an existing session")
 	}
 	pg.Resume(t)
+	if st := pg.stoppedPIDs(); len(st) > 0 {
+		t.Fatalf("after Resume, processes %v of the server are still stopped", st)
+	}
 	conn2, err := pgx.Connect(ctx, pg.DSN())
 	if err != nil {
 		t.Fatalf("after Resume: %v", err)

@@ -16,9 +16,14 @@ import (
 )
 
 const (
-	readyTimeout = 10 * time.Second // how long a server may take to become ready
-	stopGrace    = 5 * time.Second  // graceful signal -> SIGKILL
-	killWait     = 5 * time.Second  // SIGKILL -> reaped
+	// readyTimeout is how long a server may take to become ready. 10 s was
+	// too short at a load average of ~45 (a postmaster after kill -9, a
+	// Cluster node, with nothing in their logs yet): the fault harness's
+	// soaks failed on it. It bounds a failure only; a ready server is seen
+	// within pollInterval.
+	readyTimeout = 30 * time.Second
+	stopGrace    = 5 * time.Second // graceful signal -> SIGKILL
+	killWait     = 5 * time.Second // SIGKILL -> reaped
 	pollInterval = 20 * time.Millisecond
 	maxPort      = 55535 // a cluster node's bus port is port+10000
 )

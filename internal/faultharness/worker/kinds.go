@@ -10,6 +10,8 @@ package main
 //	pgtx   postgres.DoTx: the lock and the write commit or roll back together
 //	fifo   lockkit.Do on a Redis domain with Policy.Wait = "fifo"
 //	doall  lockkit.DoAll over several keys of a Redis Cluster, one row each
+//	etcd   lockkit.Do on etcd.New over a 3-member cluster (polling)
+//	zk     lockkit.Do on zookeeper.New over a 3-member ensemble (polling)
 //
 // SIGUSR2 makes the worker stop itself (SIGSTOP) right after the validity
 // check of its next write, whichever row it is for; SIGUSR1 withdraws that
@@ -28,11 +30,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/lockkit/lockkit/breaker"
+	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/etcd"
 	"github.com/lockkit/lockkit/fence"
 	"github.com/lockkit/lockkit/internal/faultharness"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
+	"github.com/lockkit/lockkit/zookeeper"
 )
 
 // stopNext is stopAt's value for "before the next write, to any row".
@@ -71,8 +78,15 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		if perr != nil {
 			return nil, nil, perr
 		}
+		// No ConnectTimeout, as the README configures pools: pgxpool opens
+		// connections in the background, past an Acquire's context. With a
+		// 1s ConnectTimeout, a server loaded to ~45 answered no new session
+		// for 40s after pg-pause, no process of it stopped. The likely
+		// cause: each attempt given up after 1s left its connection in the
+		// server's listen backlog, where the resumed postmaster forks a
+		// backend for it, so dead attempts queued ahead of the live ones
+		// faster than it served them.
 		cfg.MaxConns = 4
-		cfg.ConnConfig.ConnectTimeout = time.Second
 		if kw.pool, err = pgxpool.NewWithConfig(context.Background(), cfg); err != nil {
 			return nil, nil, err
 		}
@@ -97,8 +111,21 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*lockCluster, ","), ContextTimeoutEnabled: true})
 		closers = append(closers, func() { rdb.Close() })
 		kw.client, err = newLockClient(rdb, log)
+	case "etcd":
+		cli, cerr := clientv3.New(clientv3.Config{Endpoints: strings.Split(*lockEtcd, ","), DialTimeout: 2 * time.Second})
+		if cerr != nil {
+			return nil, nil, cerr
+		}
+		closers = append(closers, func() { cli.Close() })
+		// The test cluster's election timeout is 500ms: its minimum lease
+		// TTL is 1s (1.5 × 500ms, in whole seconds).
+		kw.client, err = newSpecClient(etcd.New(cli, etcd.WithMinTTL(time.Second)), log)
+	case "zk":
+		// The test ensemble's bounds (testserver: tick 100ms, 200ms..20s).
+		kw.client, err = newSpecClient(zookeeper.New(strings.Split(*lockZK, ","),
+			zookeeper.WithSessionTimeouts(200*time.Millisecond, 20*time.Second)), log)
 	default:
-		return nil, nil, fmt.Errorf("-mode %q: want redis, pg, pgtx, fifo or doall", *mode)
+		return nil, nil, fmt.Errorf("-mode %q: want redis, pg, pgtx, fifo, doall, etcd or zk", *mode)
 	}
 	if err != nil {
 		closeAll()
@@ -116,6 +143,16 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		return nil, nil, fmt.Errorf("-keys %q and -rows %q: one row per key", *keys, *rows)
 	}
 	return kw, closeAll, nil
+}
+
+// newSpecClient builds the lockkit client over a backend: the one place
+// that knows the constructor's options (newLockClient: Redis).
+func newSpecClient(spec driver.Spec, log *slog.Logger) (*lockkit.Client, error) {
+	return lockkit.New(spec,
+		lockkit.WithLogger(log),
+		lockkit.WithCommandTimeout(*cmdTO),
+		lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
+	)
 }
 
 // res is the resource name of row i: "pg" for a kind with one row, the row's

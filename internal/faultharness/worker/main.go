@@ -37,7 +37,6 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/internal/faultharness"
 	"github.com/lockkit/lockkit/lockkit"
 )
@@ -57,9 +56,11 @@ var (
 	cmdTO       = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
 	workMax     = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
 	mutate      = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck; nofifo (fifo), onefence (doall)")
-	mode        = flag.String("mode", "redis", "the kind: redis (Sentinel lock, Redis and PostgreSQL resources), pg, pgtx, fifo, doall (kinds.go)")
+	mode        = flag.String("mode", "redis", "the kind: redis (Sentinel lock, Redis and PostgreSQL resources), pg, pgtx, fifo, doall, etcd, zk (kinds.go)")
 	lockRedis   = flag.String("lock-redis", "", "mode fifo: address of the lock server")
 	lockCluster = flag.String("lock-cluster", "", "mode doall: the lock Cluster's node addresses, comma-separated")
+	lockEtcd    = flag.String("lock-etcd", "", "mode etcd: the etcd cluster's client endpoints, comma-separated")
+	lockZK      = flag.String("lock-zk", "", "mode zk: the ZooKeeper ensemble's servers, comma-separated")
 	keys        = flag.String("keys", "booking", "lock keys (domain prefix lock:), comma-separated; doall takes them all")
 	rows        = flag.String("rows", "harness", "rows of -table written, comma-separated: one per key (doall), else the first")
 	writeTO     = 2 * time.Second
@@ -68,11 +69,7 @@ var (
 // newLockClient builds the lockkit client. It is the one place that knows
 // the constructor's signature.
 func newLockClient(rdb redis.UniversalClient, log *slog.Logger) (*lockkit.Client, error) {
-	return lockkit.New(goredis.New(rdb),
-		lockkit.WithLogger(log),
-		lockkit.WithCommandTimeout(*cmdTO),
-		lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
-	)
+	return newSpecClient(goredis.New(rdb), log)
 }
 
 type history struct {
