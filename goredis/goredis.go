@@ -67,6 +67,7 @@ func redisSpec(rdb redis.UniversalClient) driver.Spec {
 	}
 	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		warnClient(rdb, cfg)
+		checkServers(rdb, cfg)
 		return newRedisBackend(rdb, cfg.CommandTimeout), nil
 	}}
 }
