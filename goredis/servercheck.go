@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // minRedisVersion is the oldest Redis lockkit supports (README.md,
@@ -38,10 +39,20 @@ func checkServers(rdb redis.UniversalClient, cfg driver.Config) <-chan struct{} 
 		defer cancel()
 		switch c := rdb.(type) {
 		case *redis.Client:
-			// A client of its own, from the same options (a failover
-			// client's dialer finds the primary): the caller's hooks
-			// see only lockkit's lock commands.
-			own := redis.NewClient(c.Options())
+			// A client of its own, with the caller's connection settings
+			// (a failover client's dialer finds the primary): the
+			// caller's hooks see only lockkit's lock commands. Fields
+			// are copied one by one: go-redis rewrites some of its
+			// options while connecting, so the struct is not copied.
+			o := c.Options()
+			own := redis.NewClient(&redis.Options{
+				Network: o.Network, Addr: o.Addr, Dialer: o.Dialer, Protocol: o.Protocol,
+				Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+				CredentialsProvider: o.CredentialsProvider, CredentialsProviderContext: o.CredentialsProviderContext,
+				StreamingCredentialsProvider: o.StreamingCredentialsProvider,
+				DialTimeout:                  o.DialTimeout, ContextTimeoutEnabled: true, PoolSize: 1, DisableIdentity: true,
+				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+			})
 			defer own.Close()
 			checkServer(ctx, own, cfg.Warn)
 		case *redis.ClusterClient:
