@@ -65,20 +65,9 @@ func TestThrottledClientKeepsBreakerClosed(t *testing.T) {
 				}
 				t.Skip(why)
 			}
-			child := testserver.StartChild(t, "^TestThrottledClientKeepsBreakerClosed$", "LOCKKIT_THROTTLE_CHILD="+r.Addr(), "GOMAXPROCS=1")
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(child.PID)), 0o644); err != nil {
-				t.Fatalf("move the child into the cgroup: %v", err)
-			}
-			child.Send(t, "go")
-			line := child.Next(t)
-			for !strings.HasPrefix(line, "RESULT ") {
-				line = child.Next(t)
-			}
-			t.Logf("%d%% quota: %s", percent, line)
-			var openings, calls, refused, lost int
-			if _, err := fmt.Sscanf(line, "RESULT openings=%d calls=%d refused=%d lost=%d", &openings, &calls, &refused, &lost); err != nil {
-				t.Fatalf("child said %q: %v", line, err)
-			}
+			res := runThrottled(t, dir, r.Addr(), 10*time.Second)
+			t.Logf("%d%% quota: %+v", percent, res)
+			openings, calls, refused := res.openings, res.calls, res.refused
 			if calls < 3 {
 				t.Fatalf("the child made %d calls: the workload did not run", calls)
 			}
@@ -89,13 +78,79 @@ func TestThrottledClientKeepsBreakerClosed(t *testing.T) {
 	}
 }
 
+// throttled is what one run of throttledChild counted.
+type throttled struct{ openings, calls, refused, lost int }
+
+// runThrottled runs throttledChild in the cgroup dir, on the Redis at addr,
+// with a domain of ttl, and returns its counts.
+func runThrottled(t *testing.T, dir, addr string, ttl time.Duration) throttled {
+	t.Helper()
+	child := testserver.StartChild(t, "^TestThrottledClientKeepsBreakerClosed$", "LOCKKIT_THROTTLE_CHILD="+addr, "LOCKKIT_THROTTLE_TTL="+ttl.String(), "GOMAXPROCS=1")
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(child.PID)), 0o644); err != nil {
+		t.Fatalf("move the child into the cgroup: %v", err)
+	}
+	child.Send(t, "go")
+	line := child.Next(t)
+	for !strings.HasPrefix(line, "RESULT ") {
+		line = child.Next(t)
+	}
+	var res throttled
+	if _, err := fmt.Sscanf(line, "RESULT openings=%d calls=%d refused=%d lost=%d", &res.openings, &res.calls, &res.refused, &res.lost); err != nil {
+		t.Fatalf("child said %q: %v", line, err)
+	}
+	return res
+}
+
+// TestCPULimitsLossRates measures, for docs/deployments.md ("CPU limits"),
+// how many leases a CPU-throttled client loses and how often its breaker
+// opens with Redis healthy, by CFS quota and TTL: the throttled workload
+// (throttledChild, 8s a run) at each quota and TTL, runs times each. It is
+// a measurement, not a check, and takes minutes, so it runs only when
+// LOCKKIT_CPU_LIMITS is set (to the number of runs per cell, such as 2):
+//
+//	LOCKKIT_CPU_LIMITS=2 go test -count=1 -run TestCPULimitsLossRates -v ./goredis/
+func TestCPULimitsLossRates(t *testing.T) {
+	runs, _ := strconv.Atoi(os.Getenv("LOCKKIT_CPU_LIMITS"))
+	if runs <= 0 {
+		t.Skip("a measurement of minutes: set LOCKKIT_CPU_LIMITS to the runs per quota and TTL")
+	}
+	r := testserver.StartRedis(t)
+	for _, percent := range []int{50, 20, 10} {
+		dir, why := cpuCgroup(t, percent)
+		if dir == "" {
+			t.Skip(why)
+		}
+		for _, ttl := range []time.Duration{time.Second, 2 * time.Second, 5 * time.Second} {
+			var sum throttled
+			for range runs {
+				res := runThrottled(t, dir, r.Addr(), ttl)
+				sum.openings += res.openings
+				sum.calls += res.calls
+				sum.refused += res.refused
+				sum.lost += res.lost
+			}
+			t.Logf("quota %d%% ttl %v: %d runs of 8s, 4 leases held each: %d leases lost, %d breaker openings, %d of %d calls refused",
+				percent, ttl, runs, sum.lost, sum.openings, sum.refused, sum.calls)
+		}
+	}
+}
+
 // throttledChild is the review's workload, run in the child once it is in
-// its cgroup: it prints one RESULT line.
+// its cgroup: it prints one RESULT line. LOCKKIT_THROTTLE_TTL sets the
+// domain's TTL (default 10s); a held lease that is lost is counted and
+// taken again, so lost counts every loss of the run.
 func throttledChild(t *testing.T, addr string) {
 	if line, _ := readLine(); line != "go" {
 		t.Fatalf("parent said %q", line)
 	}
 	runtime.GOMAXPROCS(1)
+	ttl := 10 * time.Second
+	if s := os.Getenv("LOCKKIT_THROTTLE_TTL"); s != "" {
+		var err error
+		if ttl, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("LOCKKIT_THROTTLE_TTL: %v", err)
+		}
+	}
 	var openings atomic.Int64
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
@@ -108,7 +163,10 @@ func throttledChild(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	d := c.Domain(lockkit.DomainSpec{Name: "throttled", Prefix: "lock:throttled:", Policy: lockkit.Policy{TTL: 10 * time.Second}})
+	d := c.Domain(lockkit.DomainSpec{Name: "throttled", Prefix: "lock:throttled:", Policy: lockkit.Policy{TTL: ttl}})
+	if d.Err() != nil {
+		t.Fatal(d.Err())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 	defer cancel()
 
@@ -121,14 +179,16 @@ func throttledChild(t *testing.T, addr string) {
 		})
 	}
 	var lost atomic.Int64
-	for i := range 4 { // held leases, renewing
+	for i := range 4 { // held leases, renewing; taken again when lost
 		busy.Go(func() {
-			err := d.Key(8).Literal("held").Int(int64(i)).Lock().Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
-				<-ctx.Done()
-				return nil
-			})
-			if errors.Is(err, lockkit.ErrLockLost) {
-				lost.Add(1)
+			for ctx.Err() == nil {
+				err := d.Key(8).Literal("held").Int(int64(i)).Lock().Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
+					<-ctx.Done()
+					return nil
+				})
+				if errors.Is(err, lockkit.ErrLockLost) {
+					lost.Add(1)
+				}
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
@@ -51,7 +52,8 @@ type Client struct {
 
 	// replicated names the deployment when it fails over to asynchronous
 	// replicas (Sentinel, Cluster); quietReplicas are the domains whose
-	// warning about it is silenced, and warned those already warned about.
+	// warning about it is silenced; warned holds the warnings given once
+	// (a domain name for the replicas, renewMarginWarned for the renew margin).
 	replicated    string
 	quietReplicas map[string]bool
 	warned        sync.Map
@@ -455,6 +457,9 @@ type Domain struct {
 	policy Policy
 	drift  time.Duration
 	err    error // a spec error, returned by every operation
+	// renewLag is a decaying high mark of how late after they were due
+	// this domain's renewals were answered, in ns (observeRenewLag).
+	renewLag atomic.Int64
 }
 
 // Domain binds spec to c. It never fails: an invalid spec yields a Domain
@@ -531,6 +536,13 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 	}
 	d.drift = policy.Drift(d.policy.TTL)
+	if d.err == nil {
+		if err := policy.CheckRenewMargin(d.policy.TTL, d.policy.Renew, d.extendTimeout()); err != nil {
+			if _, dup := c.warned.LoadOrStore(renewMarginWarned{spec.Name}, true); !dup && c.log != nil {
+				c.log.Warn("lockkit: "+err.Error()+"; see docs/deployments.md#cpu-limits", "domain", spec.Name)
+			}
+		}
+	}
 	if d.err == nil && c.replicated != "" && d.policy.Fencing && d.policy.Replicas == 0 && !c.quietReplicas[spec.Name] {
 		if _, dup := c.warned.LoadOrStore(spec.Name, true); !dup && c.log != nil {
 			c.log.Warn("lockkit: a fencing domain on a replicated deployment sets no replicas: a failover to a replica that had not received a grant can give the lock to a second holder; the fence still orders their writes at the resource. Set replicas: 1 (or more) on the domain, or silence this with lockkit.WithoutReplicaWarning; see docs/deployments.md#when-to-use-which",
@@ -550,6 +562,10 @@ func scaleRenew(renew, from, to time.Duration) (time.Duration, error) {
 	}
 	return time.Duration(scaled), nil
 }
+
+// renewMarginWarned keys c.warned for a domain warned about its renew
+// margin (policy.CheckRenewMargin).
+type renewMarginWarned struct{ domain string }
 
 // Err is the domain's configuration error, or nil: every lock of an invalid
 // domain returns it.

@@ -43,6 +43,9 @@ type Lease struct {
 	capped  bool       // an extend reached holdEnd: renewal has nothing left to do
 	expiry  schedEntry // runs onDeadline at deadline
 	renew   schedEntry // runs the next extend when due; never queued when renewal is off
+	// renewDue is when the queued renewal is due: renewNow measures from it
+	// how late its answer came (the domain's renewLag).
+	renewDue time.Time
 	// ctx is done once the lease is lost or released, with the cause
 	// (ended) saying which. It is made on first use (Done, Do, a renewal):
 	// a lease that is taken and given back without one costs no ctx.
@@ -146,7 +149,59 @@ func (l *Lease) start() {
 			every = min(every, l.firstRenew)
 		}
 		l.renew = schedEntry{run: runLeaseRenewal, arg: l}
-		c.sched.add(&l.renew, time.Now().Add(every))
+		l.renewDue = l.lock.d.renewDue(time.Now(), l.deadline, every)
+		c.sched.add(&l.renew, l.renewDue)
+	}
+}
+
+// renewDue is when the renewal after now is due, for a lease whose local
+// deadline is deadline: after every (the renew interval), or sooner, so
+// that a renewal firing as late as this domain's renewals lately answered
+// (renewLag) and answered within the extend's timeout still lands before
+// the deadline: due ≤ deadline − extend timeout − renewLag. On a slow
+// link or a CPU-throttled process, renewing only every TTL/3 after the
+// previous answer lets the answers drift past the deadline (issue #35).
+// It is never sooner than a quarter of the renew interval (or every, if
+// shorter): the pace of a retry after a failed extend, so a lag that
+// leaves no room renews back to back, never in a storm.
+func (d *Domain) renewDue(now, deadline time.Time, every time.Duration) time.Time {
+	due := now.Add(every)
+	latest := deadline.Add(-d.extendTimeout() - time.Duration(d.renewLag.Load()))
+	if !latest.Before(due) {
+		return due
+	}
+	floor := now.Add(min(every, max(d.policy.Renew/4, 5*time.Millisecond)))
+	if latest.Before(floor) {
+		return floor
+	}
+	return latest
+}
+
+// extendTimeout bounds one extend: the command timeout, and the wait for
+// replicas when the domain has them.
+func (d *Domain) extendTimeout() time.Duration {
+	if d.policy.Replicas > 0 {
+		return d.c.cmdTimeout + d.policy.ReplicaTimeout
+	}
+	return d.c.cmdTimeout
+}
+
+// observeRenewLag records how long after it was due a renewal was answered
+// (the scheduler's lateness, a throttled process's stall and the round trip
+// together) in the domain's renewLag: a high mark that decays by a quarter
+// of the gap at each lower observation, capped at the extend timeout, since
+// a longer one failed anyway.
+func (d *Domain) observeRenewLag(lag time.Duration) {
+	lag = min(max(lag, 0), d.extendTimeout())
+	for {
+		old := d.renewLag.Load()
+		next := int64(lag)
+		if next < old {
+			next = old - (old-next)/4
+		}
+		if next == old || d.renewLag.CompareAndSwap(old, next) {
+			return
+		}
 	}
 }
 
@@ -341,7 +396,8 @@ func (l *Lease) extend(parent context.Context) error {
 }
 
 // renewNow extends the lease and schedules the next renewal: after
-// Renew, or sooner after a failed extend. A failed extend does not
+// Renew, or sooner when the domain's renewals run late (renewDue), or after
+// a failed extend. A failed extend does not
 // lose the lease; only the deadline does.
 func (l *Lease) renewNow() {
 	p := &l.lock.d.policy
@@ -350,16 +406,23 @@ func (l *Lease) renewNow() {
 	ctx, cancel := context.WithDeadline(l.leaseCtx(), l.Deadline())
 	err := l.extend(ctx)
 	cancel()
-	next := p.Renew
+	now := time.Now()
+	l.mu.Lock()
+	due := l.renewDue
+	l.mu.Unlock()
 	switch {
 	case errors.Is(err, ErrNotHeld):
 		return // lost; extend said so
 	case err != nil:
-		next = max(p.Renew/4, 5*time.Millisecond)
+		due = now.Add(max(p.Renew/4, 5*time.Millisecond))
+	default:
+		l.lock.d.observeRenewLag(now.Sub(due))
+		due = l.lock.d.renewDue(now, l.Deadline(), p.Renew)
 	}
 	l.mu.Lock()
 	if l.state == held && !l.noRenew && !l.capped {
-		l.lock.d.c.sched.reset(&l.renew, time.Now().Add(next))
+		l.renewDue = due
+		l.lock.d.c.sched.reset(&l.renew, due)
 	}
 	l.mu.Unlock()
 }

@@ -95,6 +95,9 @@ Filters:
   -domain NAME           only this domain's locks
   -param NAME=VALUE      only locks whose parameter NAME is VALUE (repeatable;
                          an integer parameter compares as a number)
+  -orphans               list instead the fence counters (key:fence) whose lock
+                         key does not exist: left by locks no longer held, they
+                         never expire (SCAN, EXISTS and GET)
 
 Output:
   -json                  JSON instead of a table (one line per refresh with -watch)
@@ -148,7 +151,7 @@ type inspectFlags struct {
 	addrFlags
 	domain         string
 	params         params
-	json           bool
+	json, orphans  bool
 	watch, timeout time.Duration
 	count, limit   int
 }
@@ -161,6 +164,7 @@ func runInspect(ctx context.Context, args []string, getenv func(string) string, 
 	fs.StringVar(&f.domain, "domain", "", "")
 	fs.Var(f.params, "param", "")
 	fs.BoolVar(&f.json, "json", false, "")
+	fs.BoolVar(&f.orphans, "orphans", false, "")
 	fs.DurationVar(&f.watch, "watch", 0, "")
 	fs.IntVar(&f.count, "count", 0, "")
 	fs.IntVar(&f.limit, "limit", inspect.DefaultLimit, "")
@@ -193,7 +197,7 @@ func runInspect(ctx context.Context, args []string, getenv func(string) string, 
 		return code
 	}
 	defer rdb.Close()
-	opts := inspect.Options{Domain: f.domain, Params: f.params, Limit: f.limit, Timeout: f.timeout}
+	opts := inspect.Options{Domain: f.domain, Params: f.params, Limit: f.limit, Timeout: f.timeout, Orphans: f.orphans}
 	glob, err := in.Glob(opts)
 	if err != nil {
 		return usage("%v", err)

@@ -601,7 +601,7 @@ func collectZK(r *krun, in *Input) {
 	if err != nil {
 		r.t.Fatalf("zookeeper transaction logs: %v", err)
 	}
-	parent := zookeeper.LockPath(zookeeper.DefaultRoot, r.keys[0])
+	parent := zookeeper.LockPath("/lockkit", r.keys[0])
 	gs := GrantsFromZKLog(txns, parent)
 	if len(gs) == 0 {
 		r.t.Fatalf("no grant of %s in %d transactions of the ensemble's logs: is the path right?", parent, len(txns))

@@ -26,6 +26,9 @@ func WriteJSON(w io.Writer, rep *Report, compact bool) error {
 // WriteTable writes rep as an aligned table for people, then a line saying
 // how many locks there are and whether the listing stopped early.
 func WriteTable(w io.Writer, rep *Report) error {
+	if rep.Orphans != nil {
+		return writeOrphans(w, rep)
+	}
 	if len(rep.Locks) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "DOMAIN\tKEY\tPARAMS\tHOLDER\tTRACE\tTTL\tFENCE\tQUEUE")
@@ -51,6 +54,22 @@ func WriteTable(w io.Writer, rep *Report) error {
 	return err
 }
 
+// writeOrphans is WriteTable for a listing of orphaned fence counters.
+func writeOrphans(w io.Writer, rep *Report) error {
+	if len(rep.Orphans) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "DOMAIN\tKEY\tPARAMS\tFENCE")
+		for _, o := range rep.Orphans {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", o.Domain, show(o.Key), orphanParams(o), fenceText(o.Fence))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintln(w, Summary(rep))
+	return err
+}
+
 // Summary is the last line of the table: the count, and where the listing
 // stopped if it did.
 func Summary(rep *Report) string {
@@ -58,6 +77,10 @@ func Summary(rep *Report) string {
 	s := fmt.Sprintf("%d lock%s", n, plural(n))
 	if n == 0 {
 		s = "no live locks"
+	}
+	if rep.Orphans != nil {
+		n = len(rep.Orphans)
+		s = fmt.Sprintf("%d orphaned fence counter%s (their lock keys do not exist)", n, plural(n))
 	}
 	s += fmt.Sprintf(" (%d key%s scanned, %d skipped)", rep.Scanned, plural(int(rep.Scanned)), rep.Skipped)
 	switch rep.Stopped {
@@ -76,9 +99,14 @@ func plural(n int) string {
 	return "s"
 }
 
-func params(l Lock) string {
+func params(l Lock) string { return paramsText(l.params) }
+
+func orphanParams(o Orphan) string { return paramsText(o.params) }
+
+// paramsText is a key's parameters in pattern order: name=value ….
+func paramsText(ps []Param) string {
 	var b []string
-	for _, p := range l.params {
+	for _, p := range ps {
 		b = append(b, p.Name+"="+show(p.String()))
 	}
 	if len(b) == 0 {

@@ -8,7 +8,7 @@
 // Inspect and Watch are read-only and bounded; ForceRelease is the one
 // writer (see its doc). Inspect is bounded: it sends SCAN (never KEYS), GET, PTTL and
 // ZCARD, and for a lock with FIFO waiters TIME, ZRANGE key:q and HMGET
-// key:qc, and nothing else; it stops after Options.Limit locks or at
+// key:qc (under Options.Orphans: SCAN, EXISTS and GET), and nothing else; it stops after Options.Limit locks or at
 // Options.Timeout, whichever comes first, and says so (Report.Stopped). On a
 // Redis Cluster it scans every master.
 //
@@ -72,6 +72,25 @@ type Options struct {
 	Timeout time.Duration
 	// ScanCount is SCAN's COUNT hint; 0: DefaultScanCount.
 	ScanCount int64
+	// Orphans lists, instead of the locks, the fence counters (key:fence)
+	// of the selected locks whose lock key does not exist: counters left
+	// by locks no longer held, which never expire (docs/semantics.md,
+	// guarantee 3). It sends SCAN MATCH <glob>:fence, then EXISTS key and
+	// GET key:fence per counter. Limit counts orphans.
+	Orphans bool
+}
+
+// Orphan is a fence counter whose lock key does not exist.
+type Orphan struct {
+	Domain string         `json:"domain"`
+	Key    string         `json:"key"` // the lock key; the counter is Key + ":fence"
+	Params map[string]any `json:"params"`
+	// Fence is the last fence issued for the key; nil when the counter is
+	// not a number.
+	Fence *int64 `json:"fence"`
+	Node  string `json:"node,omitempty"`
+
+	params []Param
 }
 
 // Lock is one live lock. JSON field names are stable.
@@ -117,6 +136,9 @@ type Holder struct {
 // Report is the result of one listing.
 type Report struct {
 	Locks []Lock `json:"locks"` // sorted by domain, then key
+	// Orphans are the orphaned fence counters, sorted by domain, then key;
+	// listed (and not nil) only under Options.Orphans.
+	Orphans []Orphan `json:"orphans,omitempty"`
 	// Scanned counts the keys SCAN returned (matching the pattern).
 	Scanned int64 `json:"scanned"`
 	// Skipped counts keys that matched but are not locks of the schema (or
@@ -295,6 +317,9 @@ func (in *Inspector) Inspect(ctx context.Context, rdb redis.UniversalClient, o O
 		o.ScanCount = DefaultScanCount
 	}
 	rep := &Report{Locks: []Lock{}, Limit: o.Limit, Timeout: o.Timeout.String()}
+	if o.Orphans {
+		rep.Orphans = []Orphan{}
+	}
 	run := &run{in: in, f: f, o: o, rep: rep}
 	deadline := time.Now().Add(o.Timeout)
 	tctx, cancel := context.WithDeadlineCause(ctx, deadline, errTimeout)
@@ -329,6 +354,13 @@ func (in *Inspector) Inspect(ctx context.Context, rdb redis.UniversalClient, o O
 	rep.Complete = rep.Stopped == ""
 	sort.Slice(rep.Locks, func(i, j int) bool {
 		a, b := rep.Locks[i], rep.Locks[j]
+		if a.Domain != b.Domain {
+			return a.Domain < b.Domain
+		}
+		return a.Key < b.Key
+	})
+	sort.Slice(rep.Orphans, func(i, j int) bool {
+		a, b := rep.Orphans[i], rep.Orphans[j]
 		if a.Domain != b.Domain {
 			return a.Domain < b.Domain
 		}
@@ -371,11 +403,68 @@ func (r *run) add(locks []Lock, skipped int) {
 	r.rep.Skipped += int64(skipped)
 }
 
+// addOrphans is add for orphaned fence counters.
+func (r *run) addOrphans(orphans []Orphan) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if left := r.o.Limit - len(r.rep.Orphans); len(orphans) > left {
+		r.full = true
+		orphans = orphans[:left]
+	}
+	r.rep.Orphans = append(r.rep.Orphans, orphans...)
+}
+
+// fetchOrphans reads one page of fence counters in one pipeline: EXISTS
+// key and GET key:fence per counter; those whose lock key exists are not
+// orphans.
+func fetchOrphans(ctx context.Context, rdb redis.Cmdable, node string, cands []cand) ([]Orphan, error) {
+	exists := make([]*redis.IntCmd, len(cands))
+	fences := make([]*redis.StringCmd, len(cands))
+	pipe := rdb.Pipeline()
+	for i, c := range cands {
+		exists[i] = pipe.Exists(ctx, c.key)
+		fences[i] = pipe.Get(ctx, policy.FenceKey(c.key))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("reading fence counters on %s: %w", nodeName(node), err)
+	}
+	var orphans []Orphan
+	for i, c := range cands {
+		n, err := exists[i].Result()
+		if err != nil {
+			if isRedirect(err) {
+				continue
+			}
+			return nil, fmt.Errorf("EXISTS %s on %s: %w", c.key, nodeName(node), err)
+		}
+		fs, err := fences[i].Result()
+		if n > 0 || errors.Is(err, redis.Nil) || err != nil && (isWrongType(err) || isRedirect(err)) {
+			continue // held, or no counter (any more)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("GET %s on %s: %w", policy.FenceKey(c.key), nodeName(node), err)
+		}
+		o := Orphan{Domain: c.d.Name, Key: c.key, Params: map[string]any{}, Node: node, params: c.ps}
+		for _, p := range c.ps {
+			o.Params[p.Name] = p.Value()
+		}
+		if f, err := strconv.ParseInt(fs, 10, 64); err == nil {
+			o.Fence = &f
+		}
+		orphans = append(orphans, o)
+	}
+	return orphans, nil
+}
+
 func (r *run) scan(ctx context.Context, rdb redis.Cmdable, node string) error {
 	seen := map[string]bool{}
 	var cursor uint64
 	for {
-		keys, next, err := rdb.Scan(ctx, cursor, r.f.glob, r.o.ScanCount).Result()
+		glob := r.f.glob
+		if r.o.Orphans {
+			glob += policy.FenceSuffix
+		}
+		keys, next, err := rdb.Scan(ctx, cursor, glob, r.o.ScanCount).Result()
 		if err != nil {
 			return fmt.Errorf("SCAN %s: %w", nodeName(node), err)
 		}
@@ -387,6 +476,9 @@ func (r *run) scan(ctx context.Context, rdb redis.Cmdable, node string) error {
 				continue // SCAN may return a key twice
 			}
 			seen[k] = true
+			if r.o.Orphans {
+				k = strings.TrimSuffix(k, policy.FenceSuffix)
+			}
 			d, ps, ok := r.in.dec.Decode(k)
 			if !ok || !r.f.keep(d, ps) {
 				skipped++
@@ -398,7 +490,13 @@ func (r *run) scan(ctx context.Context, rdb redis.Cmdable, node string) error {
 		r.rep.Scanned += int64(len(keys))
 		r.rep.Skipped += int64(skipped)
 		r.mu.Unlock()
-		if len(cands) > 0 {
+		if len(cands) > 0 && r.o.Orphans {
+			orphans, err := fetchOrphans(ctx, rdb, node, cands)
+			if err != nil {
+				return err
+			}
+			r.addOrphans(orphans)
+		} else if len(cands) > 0 {
 			locks, skipped, err := r.fetch(ctx, rdb, node, cands)
 			if err != nil {
 				return err

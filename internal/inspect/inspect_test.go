@@ -138,7 +138,8 @@ type readOnly struct {
 }
 
 var readCommands = map[string]bool{"scan": true, "get": true, "pttl": true, "zcard": true,
-	"time": true, "zrange": true, "hmget": true} // the last three for FIFO waiters
+	"time": true, "zrange": true, "hmget": true, // these three for FIFO waiters
+	"exists": true} // for orphaned fence counters
 
 // Commands a go-redis client sends on its own: the handshake and, on a
 // Cluster, the slot map.
@@ -537,5 +538,65 @@ func TestLimitCountsListedLocksOnly(t *testing.T) {
 	}
 	if len(rep.Locks) != 5 || rep.Stopped != "limit" {
 		t.Errorf("limit 5: %d locks, stopped %q; want 5, stopped by the limit", len(rep.Locks), rep.Stopped)
+	}
+}
+
+// TestInspectOrphans (issue #26): under Options.Orphans the listing is the
+// fence counters of the schema's lock keys whose lock key does not exist
+// (left by locks no longer held; they never expire), with their last
+// fence; counters of held locks, and keys of no domain, are not listed. It
+// is read-only.
+func TestInspectOrphans(t *testing.T) {
+	testserver.RequireRedis(t)
+	srv := testserver.StartRedis(t)
+	ctx := tctx(t, 60*time.Second)
+	admin := srv.Client(t)
+	seed(t, ctx, admin) // lock:{table:12} and lock:{table:a%3Ab%7Bc%7D} are held, with counters
+	for k, v := range map[string]string{
+		"lock:{table:77}:fence":        "1763860000000005",
+		"lock:{user:1:digest}:fence":   "9",
+		"lock:{nothing}:fence":         "3", // no domain's key
+		"other:{table:5}:fence":        "4", // another prefix
+		"lock:{user:2:digest}:fence:x": "1", // not a counter
+		"lock:{table:bad}:fence":       "not a number",
+	} {
+		if err := admin.Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statsReset(t, ctx, []string{srv.Addr()})
+	rdb := srv.Client(t)
+	hook := &readOnly{t: t}
+	rdb.AddHook(hook)
+	rep, err := New(loadSchema(t)).Inspect(ctx, rdb, Options{Orphans: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range rep.Orphans {
+		f := "nil"
+		if o.Fence != nil {
+			f = strconv.FormatInt(*o.Fence, 10)
+		}
+		got = append(got, o.Domain+" "+o.Key+" "+f)
+	}
+	want := []string{"table lock:{table:77} 1763860000000005", "table lock:{table:bad} nil", "user_digest lock:{user:1:digest} 9"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("orphans:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(rep.Locks) != 0 || !rep.Complete {
+		t.Errorf("report: %d locks, complete %v", len(rep.Locks), rep.Complete)
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "3 orphaned fence counters") || !strings.Contains(b.String(), "id=77") {
+		t.Errorf("table:\n%s", b.String())
+	}
+	for c := range serverCommands(t, ctx, []string{srv.Addr()}) {
+		if !readCommands[c] {
+			t.Errorf("the server ran %q during the inspection", c)
+		}
 	}
 }

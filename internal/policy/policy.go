@@ -104,6 +104,36 @@ func CheckRenew(ttl, renew, cmdTimeout time.Duration) error {
 		renew, ttl, Drift(ttl), ttl-Drift(ttl), (ttl / 3).Truncate(time.Millisecond))
 }
 
+// CheckRenewMargin reports a renew interval that CheckRenew accepts but
+// that leaves no room for a second try: a renewal sent at the renew
+// interval that times out (after cmdTimeout) must leave time for one more,
+// answered within cmdTimeout, before the lease's local deadline:
+//
+//	ttl − drift − renew ≥ 2 × cmdTimeout
+//
+// A client whose process is CPU-throttled or whose link is slow sees such
+// timeouts with Redis healthy, and then loses leases (docs/deployments.md,
+// "CPU limits"). The runtime logs this as a warning, not an error.
+func CheckRenewMargin(ttl, renew, cmdTimeout time.Duration) error {
+	if renew <= 0 || ttl <= 0 || cmdTimeout <= 0 {
+		return nil
+	}
+	room := ttl - Drift(ttl) - renew
+	if room >= 2*cmdTimeout {
+		return nil
+	}
+	// The shortest TTL that passes at the same renew share of the TTL:
+	// ttl × (0.99 − renew/ttl) ≥ 2 × cmdTimeout + 2ms.
+	share := 0.99 - float64(renew)/float64(ttl)
+	advice := "use a shorter renew interval or command timeout"
+	if share > 0 {
+		need := time.Duration(float64(2*cmdTimeout+2*time.Millisecond) / share)
+		advice = fmt.Sprintf("use a ttl of at least %v at this renew share, or a shorter command timeout", need.Truncate(100*time.Millisecond)+100*time.Millisecond)
+	}
+	return fmt.Errorf("ttl %v with renew interval %v leaves %v between a renewal and the lease's local deadline, less than two command timeouts (2 × %v): a renewal that times out leaves no time for another, so a slow or CPU-throttled client loses leases while the server is healthy; %s",
+		ttl, renew, room, cmdTimeout, advice)
+}
+
 // CheckMultiplier reports a backoff multiplier that is not a finite number >= 1.
 func CheckMultiplier(m float64) error {
 	if !(m >= 1) || math.IsInf(m, 0) {

@@ -109,3 +109,31 @@ func TestClusterSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckRenewMarginBoundary: the warning rule ttl − drift − renew ≥ 2 ×
+// command timeout, on both sides of its boundary, and the advised TTL passes.
+func TestCheckRenewMarginBoundary(t *testing.T) {
+	const cmd = 500 * time.Millisecond
+	for _, tc := range []struct {
+		ttl, renew time.Duration
+		ok         bool
+	}{
+		{time.Second, time.Second / 3, false},                    // room 655ms
+		{2 * time.Second, 2 * time.Second / 3, true},             // room 1311ms
+		{1512 * time.Millisecond, 485 * time.Millisecond, true},  // room 1009.9ms
+		{1510 * time.Millisecond, 495 * time.Millisecond, false}, // room 997.9ms
+		{time.Second, -1, true},                                  // never renewed: nothing to warn about
+	} {
+		err := CheckRenewMargin(tc.ttl, tc.renew, cmd)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckRenewMargin(%v, %v, %v) = %v, want ok=%v", tc.ttl, tc.renew, cmd, err, tc.ok)
+		}
+	}
+	err := CheckRenewMargin(time.Second, time.Second/3, cmd)
+	if err == nil || !strings.Contains(err.Error(), "use a ttl of at least 1.6s") {
+		t.Fatalf("advice: %v", err)
+	}
+	if err := CheckRenewMargin(1600*time.Millisecond, 1600*time.Millisecond/3, cmd); err != nil {
+		t.Errorf("the advised ttl 1.6s at renew ttl/3: %v", err)
+	}
+}
