@@ -31,6 +31,17 @@
 // restart, a closed connection) loses exactly the leases it carried: each
 // one's Extend answers held = false, and nothing else is touched.
 //
+// # Lease records (lock-delay)
+//
+// A session that ends frees its locks on the server before their holders
+// know (they learn it at their next renewal). So every grant also writes
+// the lease's record in LeaseTable (token, expiry = the server's clock +
+// ttl), in the grant's statement, and refuses the grant (giving the lock
+// back) while an earlier lease's record on the id is unexpired; the check
+// moves the records of the session's leases forward, and a release deletes
+// the record with the unlock. A lock freed under a lease that may still be
+// valid is granted again only when that lease's record expires. See sql.go.
+//
 // # Waiting
 //
 // Acquire tries once; the Client polls it with backoff. AcquireWait
