@@ -108,7 +108,7 @@ func KeyID(key string) int64 {
 // The record's expiry is the server's clock when it was written + the TTL:
 // later than the send from which the client counts its lease, so the
 // client gives its lease up first. Its commit is durable (the statement is
-// its own transaction; synchronous_commit on, PostgreSQL's default), so it
+// its own transaction, and syncLocal waits for the local disk), so it
 // survives the crash it guards against. A contended attempt writes nothing.
 //
 // Fences are GREATEST(last + 1, the server's clock in µs): strictly
@@ -199,9 +199,9 @@ var (
 	sqlCheck = `WITH h AS MATERIALIZED (
 		SELECT (classid::int8 << 32) | objid::int8 AS id FROM pg_locks
 		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
-	), x AS (UPDATE lockkit_leases AS t
+	), ` + syncLocal + `, x AS (UPDATE lockkit_leases AS t
 		SET expires = GREATEST(t.expires, clock_timestamp() + a.ms * interval '1 millisecond')
-		FROM unnest($2::int8[], $3::text[], $4::int8[]) AS a(id, token, ms)
+		FROM unnest($2::int8[], $3::text[], $4::int8[]) AS a(id, token, ms), sc
 		WHERE t.id = a.id AND t.token = a.token AND a.id IN (SELECT h.id FROM h)
 		RETURNING t.id)
 	SELECT coalesce((SELECT array_agg(x.id) FROM x), '{}'),
@@ -251,8 +251,8 @@ var (
 			AND coalesce((SELECT coalesce(state NOT LIKE 'idle in transaction%' OR
 					clock_timestamp() - state_change <= ($4::text || ' ms')::interval, true)
 				FROM pg_stat_activity WHERE pid = $1), false) AS ok
-	), r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
-		SELECT $5, $6, clock_timestamp() + $7::bigint * interval '1 millisecond' FROM h WHERE h.ok
+	), ` + syncLocal + `, r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
+		SELECT $5, $6, clock_timestamp() + $7::bigint * interval '1 millisecond' FROM h, sc WHERE h.ok
 		ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token, expires = GREATEST(t.expires, EXCLUDED.expires)
 			WHERE t.token = EXCLUDED.token OR t.expires <= clock_timestamp()
 		RETURNING 1)
@@ -271,8 +271,8 @@ var (
 // record's row is selected from (l, or l after the lock-delay's sleep). at
 // is the server's clock when the expiry was computed.
 func leaseGrant(tok, ms, from string) string {
-	return `r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
-		SELECT $1, ` + tok + `, clock_timestamp() + ` + ms + `::bigint * interval '1 millisecond' FROM ` + from + ` WHERE l.ok
+	return syncLocal + `, r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
+		SELECT $1, ` + tok + `, clock_timestamp() + ` + ms + `::bigint * interval '1 millisecond' FROM ` + from + `, sc WHERE l.ok
 		ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token, expires = EXCLUDED.expires
 			WHERE t.expires <= clock_timestamp()
 		RETURNING t.expires - ` + ms + `::bigint * interval '1 millisecond' AS at
@@ -282,6 +282,13 @@ func leaseGrant(tok, ms, from string) string {
 		SELECT pg_advisory_unlock($1) AS x FROM g WHERE g.took AND NOT g.ok
 	)`
 }
+
+// syncLocal makes a statement that writes lease records commit durably on
+// this server whatever synchronous_commit the session has: 'local' waits for
+// the local disk (a record must survive a crash), not for synchronous
+// standbys (a grant must not hang on a standby that is down; a failover
+// ends every session anyway, and the fences order the writes across it).
+const syncLocal = `sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'local', true) AS v)`
 
 // txGrant is the grant of a transaction-scoped lock: the lock alone. The
 // lease's record is written after, over another connection (sqlTxLease,
