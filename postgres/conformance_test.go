@@ -32,6 +32,13 @@ func TestConformance(t *testing.T) {
 			if err := admin.QueryRow(ctxT(t, 5*time.Second), "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
 				t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
 			}
+			// An operator taking the lock away on purpose (as Redis's
+			// harness deletes the key) also deletes the lease record;
+			// without that, the next holder waits for the lease's
+			// deadline (TestLockDelay).
+			if _, err := admin.Exec(ctxT(t, 5*time.Second), "DELETE FROM lockkit_leases WHERE id = $1", postgres.KeyID(key)); err != nil {
+				t.Fatal(err)
+			}
 		},
 		Stop:  func(t *testing.T) { pg.Stop(t) },
 		Start: func(t *testing.T) { pg.Restart(t) },

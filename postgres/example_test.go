@@ -81,7 +81,7 @@ func ExampleDoTx() {
 	}
 }
 
-// Migrate creates lockkit's fence table (lockkit_fences) if it is missing. It
+// Migrate creates lockkit's tables (lockkit_fences, lockkit_leases) if they are missing. It
 // is explicit, and idempotent: run it with the application's migrations.
 func ExampleMigrate() {
 	ctx := context.Background()

@@ -17,7 +17,11 @@
 // the TTL and frees their locks, and the holder's own deadlines pass first,
 // so fn's ctx is cancelled with lockkit.ErrLockLost. A session ended under a
 // holder (pg_terminate_backend, a server restart) is found by the next
-// renewal: exactly the leases it carried are lost.
+// renewal: exactly the leases it carried are lost. Until then nobody else is
+// granted those locks: each lease has a durable record in lockkit_leases
+// (its expiry on the server's clock), and a grant over an unexpired record
+// is refused (lock-delay); a release deletes it, so a clean handover waits
+// for nothing.
 //
 // Domains with wait: fifo wait in PostgreSQL's own lock queue
 // (pg_advisory_lock), in arrival order, bounded by max_wait and ctx.
@@ -142,14 +146,15 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// MigrationSQL creates the fence table (lockkit_fences) that fencing domains
-// need. Migrate runs it; a schema migration tool can run it instead.
+// MigrationSQL creates the tables every domain needs: lockkit_fences (the
+// fences) and lockkit_leases (the lease records). Migrate runs it; a schema
+// migration tool can run it instead.
 const MigrationSQL = pgbackend.MigrationSQL
 
-// Migrate creates the fence table if it does not exist. Run it once,
-// explicitly, before the first fencing acquire: lockkit never creates tables
-// at run time, and a fencing acquire without the table fails with an error
-// that names Migrate. db is a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
+// Migrate creates the fence and lease tables if they do not exist. Run it
+// once, explicitly, before the first acquire: lockkit never creates tables
+// at run time, and an acquire without them fails with an error that names
+// Migrate. db is a *pgxpool.Pool, *pgx.Conn or pgx.Tx.
 func Migrate(ctx context.Context, db Execer) error {
 	return pgbackend.Migrate(ctx, db)
 }

@@ -154,18 +154,40 @@ func (b *txBackend) Acquire(ctx context.Context, req *driver.Request) (int64, er
 		b.broken = fmt.Errorf("%w (the transaction is aborted: %w)", err, driver.ErrFinal)
 		return 0, b.broken
 	}
-	return fence, err
+	if err != nil {
+		return 0, err
+	}
+	// The lease's record, over another connection: a record in tx would
+	// vanish with it (pg_terminate_backend, a crash), freeing the lock with
+	// nothing to delay the next holder. Until it is written the lease is
+	// not granted. An error leaves tx usable: a retry takes the lock again
+	// (re-entrant) and writes the record.
+	held, err := pgbackend.TxLease(ctx, b.pool, b.pid, req.Key, req.Token, req.TTL)
+	switch {
+	case err != nil:
+		return 0, err
+	case !held:
+		return 0, driver.ErrContended
+	}
+	return fence, nil
 }
 
 // Extend checks over another connection of the pool (fn owns tx, which runs
 // one statement at a time) that tx's session still holds the lock and has
-// not sat idle too long (pgbackend.TxHeld).
-func (b *txBackend) Extend(ctx context.Context, key, _ string, ttl time.Duration) (bool, error) {
-	return pgbackend.TxHeld(ctx, b.pool, b.pid, key, ttl)
+// not sat idle too long, and moves the lease's record forward
+// (pgbackend.TxLease).
+func (b *txBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	return pgbackend.TxLease(ctx, b.pool, b.pid, key, token, ttl)
 }
 
-// Release does nothing: the transaction's end releases the lock.
-func (b *txBackend) Release(context.Context, string, string) (bool, error) { return true, nil }
+// Release drops the lease's record: the transaction's end (its commit, or
+// the rollback after Do) releases the lock itself.
+func (b *txBackend) Release(ctx context.Context, key, token string) (bool, error) {
+	if err := pgbackend.TxDrop(ctx, b.pool, key, token); err != nil {
+		return true, err
+	}
+	return true, nil
+}
 
 func (b *txBackend) Ping(ctx context.Context) error { return nil }
 func (b *txBackend) Close() error                   { return nil }

@@ -385,7 +385,9 @@ func TestGoldenPostgres(t *testing.T) {
 	}
 	var leases []*lockkit.Lease
 	for _, name := range names {
-		leases = append(leases, mustAcquire(t, ctx, locks[name]))
+		l := mustAcquire(t, ctx, locks[name])
+		n.token(name, l.Token())
+		leases = append(leases, l)
 	}
 	out.WriteString("\n# held: pg_locks (advisory) of this database\n")
 	rows, err := pool.Query(ctx, `SELECT classid::bigint, objid::bigint, objsubid, mode, granted FROM pg_locks
@@ -426,17 +428,46 @@ func TestGoldenPostgres(t *testing.T) {
 		}
 	}
 	dumpFences("held: lockkit_fences rows")
+	// The lease records (lock-delay): one per held lock id, with its
+	// lease's token; expires (server time) is checked to lie after the
+	// grant, not printed.
+	dumpLeases := func(title string) {
+		out.WriteString("\n# " + title + "\n")
+		rows, err := pool.Query(ctx, `SELECT id, token, expires > now() FROM lockkit_leases ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id int64
+			var tok string
+			var later bool
+			if err := rows.Scan(&id, &tok, &later); err != nil {
+				t.Fatal(err)
+			}
+			out.WriteString(n.apply(fmt.Sprintf("lockkit_leases id=%d token=%s expires_after_grant=%v\n", id, tok, later)))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dumpLeases("held: lockkit_leases rows")
 	for _, l := range leases {
 		releaseLease(t, ctx, l)
 	}
 	dumpFences("released: lockkit_fences rows stay")
+	dumpLeases("released: lockkit_leases rows are deleted")
 
-	out.WriteString("\n# lockkit_fences: columns and constraints\n")
 	for _, q := range []struct{ label, sql string }{
+		{"", `SELECT '# lockkit_fences: columns and constraints'`},
 		{"column", `SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable FROM information_schema.columns
 			WHERE table_name = 'lockkit_fences' ORDER BY ordinal_position`},
 		{"constraint", `SELECT contype::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
 			WHERE conrelid = 'lockkit_fences'::regclass ORDER BY contype, pg_get_constraintdef(oid)`},
+		{"", `SELECT '# lockkit_leases: columns and constraints'`},
+		{"column", `SELECT column_name || ' ' || data_type || ' nullable=' || is_nullable FROM information_schema.columns
+			WHERE table_name = 'lockkit_leases' ORDER BY ordinal_position`},
+		{"constraint", `SELECT contype::text || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+			WHERE conrelid = 'lockkit_leases'::regclass ORDER BY contype, pg_get_constraintdef(oid)`},
 	} {
 		rows, err := pool.Query(ctx, q.sql)
 		if err != nil {
@@ -447,6 +478,10 @@ func TestGoldenPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range lines {
+			if q.label == "" {
+				out.WriteString("\n" + l + "\n")
+				continue
+			}
 			out.WriteString(q.label + " " + l + "\n")
 		}
 	}

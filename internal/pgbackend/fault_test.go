@@ -207,7 +207,9 @@ func TestServerRestart(t *testing.T) {
 	const key = "lock:restart"
 	var last int64
 	for i, crash := range []bool{false, true} {
-		r := req(key, 30*time.Second, true)
+		// A short ttl: the lease's record outlives the restart and keeps
+		// the next holder out until it expires (lock-delay).
+		r := req(key, 2*time.Second, true)
 		var f int64
 		if i == 0 {
 			f = mustAcquire(t, b1, r)

@@ -31,6 +31,17 @@
 // restart, a closed connection) loses exactly the leases it carried: each
 // one's Extend answers held = false, and nothing else is touched.
 //
+// # Lease records (lock-delay)
+//
+// A session that ends frees its locks on the server before their holders
+// know (they learn it at their next renewal). So every grant also writes
+// the lease's record in LeaseTable (token, expiry = the server's clock +
+// ttl), in the grant's statement, and refuses the grant (giving the lock
+// back) while an earlier lease's record on the id is unexpired; the check
+// moves the records of the session's leases forward, and a release deletes
+// the record with the unlock. A lock freed under a lease that may still be
+// valid is granted again only when that lease's record expires. See sql.go.
+//
 // # Waiting
 //
 // Acquire tries once; the Client polls it with backoff. AcquireWait
@@ -292,9 +303,9 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	qctx, cancel, inline := s.stmtCtx(ctx, nil)
 	b.mu.Unlock()
 
-	query, args := sqlTry, []any{id, limit}
+	query, args := sqlTry, []any{id, limit, req.Token, ttlMs(req.TTL)}
 	if req.Fencing {
-		query, args = fenceQuery(req.Key, sqlTryFence, sqlTryFenceLong, append(args, req.Key))
+		query, args = fenceQuery(req.Key, sqlTryFence, sqlTryFenceLong, []any{id, limit, req.Key, req.Token, ttlMs(req.TTL)})
 	}
 	var (
 		ok    bool
@@ -330,7 +341,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 			b.mu.Unlock()
 			uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
 			qctx, qcancel, _ := s.stmtCtx(uctx, nil)
-			_, uerr := s.conn.Exec(qctx, sqlUnlock, id)
+			_, uerr := s.conn.Exec(qctx, sqlUnlock, id, req.Token)
 			qcancel()
 			ucancel()
 			b.mu.Lock()
@@ -351,10 +362,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	}
 	switch {
 	case st.err != nil:
-		if req.Fencing {
-			return 0, fmt.Errorf("lockkit/pg: acquire: %w", wrapFenceErr(st.err))
-		}
-		return 0, fmt.Errorf("lockkit/pg: acquire: %w", st.err)
+		return 0, fmt.Errorf("lockkit/pg: acquire: %w", wrapTableErr(st.err))
 	case !ok:
 		return 0, driver.ErrContended
 	}
@@ -856,9 +864,9 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		}
 		return 0, 0, fmt.Errorf("lockkit/pg: AcquireWait: ctx leaves no time to wait: %w", context.DeadlineExceeded)
 	}
-	query, args := sqlWait, []any{id, ttlString(req.TTL), msString(wait)}
+	query, args := sqlWait, []any{id, ttlString(req.TTL), msString(wait), req.Token, ttlMs(req.TTL)}
 	if req.Fencing {
-		query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, []any{id, ttlString(req.TTL), req.Key, msString(wait)})
+		query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, []any{id, ttlString(req.TTL), req.Key, msString(wait), req.Token, ttlMs(req.TTL)})
 	}
 	var (
 		ok   bool
@@ -901,10 +909,7 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 	if errors.Is(context.Cause(ctx), errClosed) {
 		return 0, 0, errClosed
 	}
-	if req.Fencing {
-		err = wrapFenceErr(err)
-	}
-	return 0, 0, fmt.Errorf("lockkit/pg: acquire: %w", err)
+	return 0, 0, fmt.Errorf("lockkit/pg: acquire: %w", wrapTableErr(err))
 }
 
 // enter waits, at most wait, for key's gate. It returns ErrContended when
@@ -1093,22 +1098,28 @@ func (b *Backend) check(s *session, r *round) {
 		// connection is safe, and the check is bounded by a ttl.
 		qctx, cancel = context.WithTimeout(context.Background(), r.ttl)
 	}
+	ids := make([]int64, 0, len(s.leases))
+	tokens := make([]string, 0, len(s.leases))
+	ttls := make([]int64, 0, len(s.leases))
+	for id, l := range s.leases {
+		ids, tokens, ttls = append(ids, id), append(tokens, l.token), append(ttls, ttlMs(l.ttl))
+	}
 	b.mu.Unlock()
 	var (
-		classids, objids []int64
-		set              *string
+		renewed []int64
+		set     *string
 	)
-	err := s.conn.QueryRow(qctx, sqlCheck, limit).Scan(&classids, &objids, &set)
+	err := s.conn.QueryRow(qctx, sqlCheck, limit, ids, tokens, ttls).Scan(&renewed, &set)
 	cancel()
 	b.mu.Lock()
 	switch {
-	case err == nil && len(classids) == len(objids):
+	case err == nil:
 		if limit != "" {
 			s.limit = r.ttl
 		}
-		held := make(map[int64]bool, len(classids))
-		for i := range classids {
-			held[int64(uint64(uint32(classids[i]))<<32|uint64(uint32(objids[i])))] = true
+		held := make(map[int64]bool, len(renewed))
+		for _, id := range renewed {
+			held[id] = true
 		}
 		for id, l := range s.leases {
 			if !held[id] {
@@ -1122,8 +1133,6 @@ func (b *Backend) check(s *session, r *round) {
 				s.keepUntil = l.validUntil
 			}
 		}
-	case err == nil:
-		r.err = errors.New("lockkit/pg: extend: malformed lock list")
 	case sessionGone(err) || s.conn.Conn().IsClosed():
 		// Gone, or closed past every lease's deadline.
 		b.kill(s)
@@ -1185,7 +1194,7 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		st   stmt
 	)
 	run := func() {
-		err := s.conn.QueryRow(qctx, sqlUnlock, l.id).Scan(&held)
+		err := s.conn.QueryRow(qctx, sqlUnlock, l.id, l.token).Scan(&held)
 		cancel()
 		b.mu.Lock()
 		st.finish()

@@ -294,8 +294,12 @@ func TestBackend(t *testing.T) {
 		r := req("lock:nofence", 10*time.Second, true)
 		_, err := b.Acquire(ctx, r)
 		if err == nil || errors.Is(err, driver.ErrContended) || !strings.Contains(err.Error(), "pgbackend.Migrate") ||
-			!strings.Contains(err.Error(), "lockkit_fences") {
-			t.Fatalf("fencing acquire without the table: %v; want an error naming the table and Migrate", err)
+			!strings.Contains(err.Error(), "lockkit_fences") || !strings.Contains(err.Error(), "lockkit_leases") {
+			t.Fatalf("fencing acquire without the table: %v; want an error naming the tables and Migrate", err)
+		}
+		// Every acquire writes a lease record (lockkit_leases), fencing or not.
+		if _, err := b.Acquire(ctx, req(r.Key, time.Second, false)); err == nil || !strings.Contains(err.Error(), "pgbackend.Migrate") {
+			t.Fatalf("acquire without the tables: %v; want an error naming Migrate", err)
 		}
 		tx, err := pool.Begin(ctx)
 		if err != nil {
@@ -306,13 +310,13 @@ func TestBackend(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "pgbackend.Migrate") {
 			t.Fatalf("fencing AcquireTx without the table: %v", err)
 		}
-		// The failed statement left no lock behind.
+		if err := pgbackend.Migrate(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		// The failed statements left no lock behind.
 		r2 := req(r.Key, time.Second, false)
 		mustAcquire(t, b, r2)
 		if _, err := b.Release(ctx, r2.Key, r2.Token); err != nil {
-			t.Fatal(err)
-		}
-		if err := pgbackend.Migrate(ctx, pool); err != nil {
 			t.Fatal(err)
 		}
 		if err := pgbackend.Migrate(ctx, pool); err != nil {
@@ -341,8 +345,15 @@ func TestBackend(t *testing.T) {
 		if err := pool2.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", pid).Scan(&ok); err != nil || !ok {
 			t.Fatalf("pg_terminate_backend: %v %v", ok, err)
 		}
-		// Freed at once, not after the 30s ttl: one attempt, right away.
+		// Freed on the server at once, but the lease's record keeps others
+		// out until its 30s expiry (lock-delay): the holder may still count
+		// it valid. An operator who frees a lock on purpose deletes the
+		// record too, and then the next attempt gets it at once.
 		r2 := req(r.Key, 30*time.Second, true)
+		mustContend(t, b2, r2)
+		if _, err := pool2.Exec(ctx, "DELETE FROM lockkit_leases WHERE id = $1", pgbackend.KeyID(r.Key)); err != nil {
+			t.Fatal(err)
+		}
 		f2 := mustAcquire(t, b2, r2)
 		if f2 <= f1 {
 			t.Fatalf("fence after the terminate %d, not above %d", f2, f1)
@@ -609,7 +620,10 @@ func TestBackend(t *testing.T) {
 		b1 := newBackend(t, pool1, pgbackend.Options{})
 		b2 := newBackend(t, pool2, pgbackend.Options{})
 		ctx := ctxT(t, 10*time.Second)
-		r := req("lock:close", 30*time.Second, false)
+		// Close ends the sessions of leases it did not release: their
+		// records keep the lock from others until they expire (the
+		// lockkit Client releases its leases before it closes the backend).
+		r := req("lock:close", time.Second, false)
 		mustAcquire(t, b1, r)
 		if err := b1.Ping(ctx); err != nil {
 			t.Fatal(err)
@@ -617,7 +631,7 @@ func TestBackend(t *testing.T) {
 		if err := b1.Close(); err != nil {
 			t.Fatal(err)
 		}
-		acquireWithin(t, b2, req(r.Key, time.Second, false), 2*time.Second)
+		acquireWithin(t, b2, req(r.Key, time.Second, false), 5*time.Second)
 		if _, err := b1.Acquire(ctx, req("lock:close-2", time.Second, false)); err == nil || !strings.Contains(err.Error(), "closed") {
 			t.Fatalf("Acquire after Close: %v", err)
 		}

@@ -19,15 +19,30 @@ import (
 // FenceTable is the table that holds each key's last fence.
 const FenceTable = "lockkit_fences"
 
-// MigrationSQL creates the fence table. Migrate runs it; a schema migration
-// tool can run it instead. The table is never created implicitly: a fencing
-// acquire without it fails with an error that names Migrate.
+// LeaseTable is the table that holds each held lock's lease record: its
+// token and its expiry on the server's clock (the lock-delay record).
+const LeaseTable = "lockkit_leases"
+
+// MigrationSQL creates the fence table and the lease table. Migrate runs it;
+// a schema migration tool can run it instead. The tables are never created
+// implicitly: an acquire without them fails with an error that names
+// Migrate.
 //
-// The name is unqualified, so it resolves through the search_path of the
-// sessions that take locks; fence is the last fence issued for key.
+// The names are unqualified, so they resolve through the search_path of the
+// sessions that take locks. In lockkit_fences, fence is the last fence
+// issued for key. In lockkit_leases, id is a lock id (KeyID), token the
+// lease that holds it or held it last, and expires the server time until
+// which that lease may be valid on its client: a new holder of id is not
+// granted before it (lock-delay), unless the lease was released (its row
+// deleted).
 const MigrationSQL = `CREATE TABLE IF NOT EXISTS lockkit_fences (
 	key   text   PRIMARY KEY,
 	fence bigint NOT NULL CHECK (fence > 0)
+);
+CREATE TABLE IF NOT EXISTS lockkit_leases (
+	id      bigint      PRIMARY KEY,
+	token   text        NOT NULL,
+	expires timestamptz NOT NULL
 )`
 
 // Execer runs a statement: *pgxpool.Pool, *pgxpool.Conn, *pgx.Conn and
@@ -36,9 +51,9 @@ type Execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Migrate creates the fence table (MigrationSQL) if it does not exist. Run it
-// once, explicitly, before the first fencing acquire: lockkit never creates
-// tables at run time.
+// Migrate creates the fence and lease tables (MigrationSQL) if they do not
+// exist. Run it once, explicitly, before the first acquire: lockkit never
+// creates tables at run time.
 func Migrate(ctx context.Context, db Execer) error {
 	if db == nil {
 		return errors.New("lockkit/pg: Migrate: nil database handle")
@@ -50,7 +65,7 @@ func Migrate(ctx context.Context, db Execer) error {
 		return errors.New("lockkit/pg: Migrate: the pgxpool.Pool was not made by pgxpool.New or NewWithConfig (a zero Pool)")
 	}
 	if _, err := db.Exec(ctx, MigrationSQL); err != nil {
-		return fmt.Errorf("lockkit/pg: create fence table %s: %w", FenceTable, err)
+		return fmt.Errorf("lockkit/pg: create tables %s and %s: %w", FenceTable, LeaseTable, err)
 	}
 	return nil
 }
@@ -76,21 +91,34 @@ func KeyID(key string) int64 {
 // sibling CTEs or of a target list (which PostgreSQL does not promise):
 //
 //   - l (MATERIALIZED, and volatile: evaluated exactly once) tries the lock;
-//   - the fence upsert's rows come from "l WHERE l.ok": when the lock was not
-//     taken it has no row to insert, so ON CONFLICT DO UPDATE never runs and
-//     the fence is not bumped;
-//   - set_config for the session's idle limit sits in a CASE on l.ok in the
-//     outer SELECT, so it runs only after, and only when, the lock was taken;
-//     a contended attempt leaves the session as it found it.
+//   - r (leaseGrant) writes the lease record from "l WHERE l.ok", and only
+//     over a record whose lease has expired (or none): an earlier lease on
+//     the id that may still be valid on its client (its session was ended
+//     by pg_terminate_backend or a crash, which freed the lock) keeps the
+//     new holder out until its expiry (lock-delay). g is the grant: the lock
+//     taken and the record written; u gives the lock back when it was taken
+//     but not granted;
+//   - the fence upsert's rows come from "g WHERE g.ok": when nothing was
+//     granted it has no row to insert, so ON CONFLICT DO UPDATE never runs
+//     and the fence is not bumped;
+//   - set_config for the session's idle limit sits in a CASE on the grant in
+//     the outer SELECT, so it runs only after, and only when, it was
+//     granted (the polling form sets it either way: see sqlTry).
+//
+// The record's expiry is the server's clock when it was written + the TTL:
+// later than the send from which the client counts its lease, so the
+// client gives its lease up first. Its commit is durable (the statement is
+// its own transaction, and syncLocal waits for the local disk), so it
+// survives the crash it guards against. A contended attempt writes nothing.
 //
 // Fences are GREATEST(last + 1, the server's clock in µs): strictly
 // increasing while the row survives (it is committed with the grant), and
 // still increasing if the row is lost with a crash under synchronous_commit
 // = off or a failover to a standby that missed it, as long as the server
 // clock has moved on by more than the lost stretch.
-const (
+var (
 	fenceUpsert = `INSERT INTO lockkit_fences AS t (key, fence)
-		SELECT $3, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM l WHERE l.ok
+		SELECT $3, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM g WHERE g.ok
 		ON CONFLICT (key) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence)
 		RETURNING t.fence`
 
@@ -99,19 +127,24 @@ const (
 	sqlSetting = `SELECT current_setting('idle_session_timeout')`
 
 	// $1 key id, $2 the session's new idle_session_timeout (ms), or '' to
-	// leave it. Setting it whether or not the lock is taken is harmless: it
-	// is only ever raised on a session with locks, and an empty session
-	// holds nothing it could free.
-	sqlTry = `SELECT pg_try_advisory_lock($1), 0::bigint,
-		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END`
+	// leave it, $3 token, $4 ttl (ms). Setting the idle limit whether or
+	// not the lock is taken is harmless: it is only ever raised on a
+	// session with locks, and an empty session holds nothing it could free.
+	sqlTry = `WITH l AS MATERIALIZED (
+		SELECT pg_try_advisory_lock($1) AS ok
+	), ` + leaseGrantTry + `
+	SELECT g.ok, 0::bigint,
+		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END
+	FROM g LEFT JOIN u ON true`
 
-	// $1 key id, $2 idle_session_timeout (ms) or '', $3 key.
+	// $1 key id, $2 idle_session_timeout (ms) or '', $3 key, $4 token, $5
+	// ttl (ms).
 	sqlTryFence = `WITH l AS MATERIALIZED (
 		SELECT pg_try_advisory_lock($1) AS ok
-	), f AS (` + fenceUpsert + `)
-	SELECT l.ok, coalesce((SELECT f.fence FROM f), 0),
+	), ` + leaseGrantTryFence + `, f AS (` + fenceUpsert + `)
+	SELECT g.ok, coalesce((SELECT f.fence FROM f), 0),
 		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END
-	FROM l`
+	FROM g LEFT JOIN u ON true`
 
 	// Queued: PostgreSQL queues the waiters (FIFO) for at most lock_timeout,
 	// set in w, which l reads from, so it is in force before the wait starts.
@@ -119,48 +152,70 @@ const (
 	// lock, no fence, no setting changed. A waiter whose ctx ends is
 	// cancelled by pgx (a cancel request as it closes the connection);
 	// client_connection_check_interval also ends the wait of a client that
-	// died without one.
-	// $1 key id, $2 idle_session_timeout (ms), $3 lock_timeout (ms).
+	// died without one. Once it has the lock, d sleeps (holding it, so the
+	// queue behind keeps its order) until an earlier lease's record
+	// expires, if it does within the wait ($3 after the statement's start);
+	// the record is written after d.
+	// $1 key id, $2 idle_session_timeout (ms), $3 lock_timeout (ms), $4
+	// token, $5 ttl (ms).
 	sqlWait = `WITH w AS MATERIALIZED (
 		SELECT set_config('lock_timeout', $3, true) AS lt,
 			set_config('client_connection_check_interval', '100', true) AS cc
 	), l AS MATERIALIZED (
 		SELECT pg_advisory_lock($1)::text IS NOT NULL AS ok, current_setting('idle_session_timeout') AS prev
 		FROM w WHERE w.lt IS NOT NULL
-	)
-	SELECT l.ok, l.prev, 0::bigint, ` + sqlWaited + `,
-		CASE WHEN l.ok THEN set_config('idle_session_timeout', $2, false) END
-	FROM l`
+	), ` + lockDelay("$3") + `, ` + leaseGrantWait + `
+	SELECT g.ok, l.prev, 0::bigint, ` + sqlWaited + `,
+		CASE WHEN g.ok THEN set_config('idle_session_timeout', $2, false) END
+	FROM l, g LEFT JOIN u ON true`
 
-	// $1 key id, $2 idle_session_timeout (ms), $3 key, $4 lock_timeout (ms).
+	// $1 key id, $2 idle_session_timeout (ms), $3 key, $4 lock_timeout (ms),
+	// $5 token, $6 ttl (ms).
 	sqlWaitFence = `WITH w AS MATERIALIZED (
 		SELECT set_config('lock_timeout', $4, true) AS lt,
 			set_config('client_connection_check_interval', '100', true) AS cc
 	), l AS MATERIALIZED (
 		SELECT pg_advisory_lock($1)::text IS NOT NULL AS ok, current_setting('idle_session_timeout') AS prev
 		FROM w WHERE w.lt IS NOT NULL
-	), f AS (` + fenceUpsert + `)
-	SELECT l.ok, l.prev, coalesce((SELECT f.fence FROM f), 0), ` + sqlWaited + `,
-		CASE WHEN l.ok THEN set_config('idle_session_timeout', $2, false) END
-	FROM l`
+	), ` + lockDelay("$4") + `, ` + leaseGrantWaitFence + `, f AS (` + fenceUpsert + `)
+	SELECT g.ok, l.prev, coalesce((SELECT f.fence FROM f), 0), ` + sqlWaited + `,
+		CASE WHEN g.ok THEN set_config('idle_session_timeout', $2, false) END
+	FROM l, g LEFT JOIN u ON true`
 
 	// How long, in µs rounded down, after the server received the
-	// statement it got past the lock (read in the outer SELECT, after l):
-	// the send + this is no later than the statement's end on the server,
-	// when its idle clock starts.
-	sqlWaited = `floor(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000000)::bigint`
+	// statement it granted the lock: the clock reading the record's expiry
+	// was computed from. The send + this is no later than that reading, so
+	// the client's deadline is no later than the record's expiry, and no
+	// later than the statement's end on the server, when its idle clock
+	// starts.
+	sqlWaited = `coalesce(floor(extract(epoch FROM g.at - statement_timestamp()) * 1000000)::bigint, 0)`
 
-	// A session's check (Extend): the advisory locks it holds, as parallel
-	// arrays of classid and objid (one aggregation, so the pairs line up),
-	// from pg_locks rather than "the session answers", so a lock gone any
-	// other way is reported too; and its idle limit raised when $1 (ms) is
-	// not ''.
-	sqlCheck = `SELECT h.c, h.o, CASE WHEN $1::text <> '' THEN set_config('idle_session_timeout', $1, false) END
-	FROM (SELECT coalesce(array_agg(classid::int8), '{}') AS c, coalesce(array_agg(objid::int8), '{}') AS o
-		FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1) h`
+	// A session's check (Extend): moves the record of each lease on the
+	// session ($2 ids, $3 tokens, $4 ttls in ms, parallel arrays) forward
+	// to now + its ttl, if the session still holds its lock (pg_locks,
+	// rather than "the session answers", so a lock gone any other way is
+	// reported too) and the record is still the lease's; it returns the ids
+	// renewed, and raises the session's idle limit when $1 (ms) is not ''.
+	sqlCheck = `WITH h AS MATERIALIZED (
+		SELECT (classid::int8 << 32) | objid::int8 AS id FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
+	), ` + syncLocal + `, x AS (UPDATE lockkit_leases AS t
+		SET expires = GREATEST(t.expires, clock_timestamp() + a.ms * interval '1 millisecond')
+		FROM unnest($2::int8[], $3::text[], $4::int8[]) AS a(id, token, ms), sc
+		WHERE t.id = a.id AND t.token = a.token AND a.id IN (SELECT h.id FROM h)
+		RETURNING t.id)
+	SELECT coalesce((SELECT array_agg(x.id) FROM x), '{}'),
+		CASE WHEN $1::text <> '' THEN set_config('idle_session_timeout', $1, false) END`
 
-	// Release: $1 key id.
-	sqlUnlock = `SELECT pg_advisory_unlock($1)`
+	// Release: $1 key id, $2 token. The record goes first (so a new holder
+	// that finds the lock free finds no record, or waits on the row until
+	// this commits), then the lock. Its commit need not wait for the disk: a
+	// deletion lost in a crash leaves a record that only delays the next
+	// holder to the lease's expiry.
+	sqlUnlock = `WITH c AS MATERIALIZED (
+		SELECT set_config('synchronous_commit', 'off', true) AS v
+	), d AS (DELETE FROM lockkit_leases WHERE id = $1 AND token = $2 RETURNING 1)
+	SELECT pg_advisory_unlock($1) FROM (SELECT count(*) FROM d) n, c`
 
 	// A session given back to the pool: drop any advisory lock it might
 	// hold, and restore its idle limit ($1).
@@ -168,59 +223,134 @@ const (
 
 	// Transaction-scoped: $1 key id, $2 idle_in_transaction_session_timeout
 	// (ms), set locally (until the transaction ends).
-	sqlTx = `SELECT l.ok, 0::bigint,
-		CASE WHEN l.ok THEN set_config('idle_in_transaction_session_timeout', $2, true) END
-	FROM (SELECT pg_try_advisory_xact_lock($1) AS ok OFFSET 0) l`
-
-	// $1 server pid, $2 classid, $3 objid, $4 the longest idle time (ms)
-	// allowed. A session whose activity this role cannot see (state NULL)
-	// is judged by its lock alone.
-	sqlTxHeld = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
-			AND objsubid = 1 AND classid = $2::oid AND objid = $3::oid AND pid = $1)
-		AND coalesce((SELECT coalesce(state NOT LIKE 'idle in transaction%' OR
-				clock_timestamp() - state_change <= ($4::text || ' ms')::interval, true)
-			FROM pg_stat_activity WHERE pid = $1), false)`
+	sqlTx = `WITH l AS MATERIALIZED (
+		SELECT pg_try_advisory_xact_lock($1) AS ok
+	), ` + txGrant + `
+	SELECT g.ok, 0::bigint,
+		CASE WHEN g.ok THEN set_config('idle_in_transaction_session_timeout', $2, true) END
+	FROM g`
 
 	// $1 key id, $2 idle_in_transaction_session_timeout (ms), $3 key.
 	sqlTxFence = `WITH l AS MATERIALIZED (
 		SELECT pg_try_advisory_xact_lock($1) AS ok
-	), f AS (` + fenceUpsert + `)
-	SELECT l.ok, coalesce((SELECT f.fence FROM f), 0),
-		CASE WHEN l.ok THEN set_config('idle_in_transaction_session_timeout', $2, true) END
-	FROM l`
+	), ` + txGrant + `, f AS (` + fenceUpsert + `)
+	SELECT g.ok, coalesce((SELECT f.fence FROM f), 0),
+		CASE WHEN g.ok THEN set_config('idle_in_transaction_session_timeout', $2, true) END
+	FROM g`
+
+	// A transaction's lease record, written (at grant) or moved forward (at
+	// each extend) over another connection: $1 server pid, $2 classid, $3
+	// objid, $4 the longest idle time (ms) allowed, $5 key id, $6 token, $7
+	// ttl (ms). Written only while the transaction holds the lock and has
+	// not sat idle too long (a session whose activity this role cannot see,
+	// state NULL, is judged by its lock alone), and only over a record that
+	// is the lease's own or has expired. It returns whether it was.
+	sqlTxLease = `WITH h AS MATERIALIZED (
+		SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+				AND objsubid = 1 AND classid = $2::oid AND objid = $3::oid AND pid = $1)
+			AND coalesce((SELECT coalesce(state NOT LIKE 'idle in transaction%' OR
+					clock_timestamp() - state_change <= ($4::text || ' ms')::interval, true)
+				FROM pg_stat_activity WHERE pid = $1), false) AS ok
+	), ` + syncLocal + `, r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
+		SELECT $5, $6, clock_timestamp() + $7::bigint * interval '1 millisecond' FROM h, sc WHERE h.ok
+		ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token, expires = GREATEST(t.expires, EXCLUDED.expires)
+			WHERE t.token = EXCLUDED.token OR t.expires <= clock_timestamp()
+		RETURNING 1)
+	SELECT EXISTS (SELECT 1 FROM r)`
+
+	// A transaction's lease record dropped when the transaction has ended:
+	// $1 key id, $2 token. As in sqlUnlock, its commit need not wait for
+	// the disk.
+	sqlTxDrop = `WITH c AS MATERIALIZED (
+		SELECT set_config('synchronous_commit', 'off', true) AS v
+	) DELETE FROM lockkit_leases WHERE id = $1 AND token = $2 AND (SELECT c.v FROM c) IS NOT NULL`
+)
+
+// leaseGrant is the lock-delay part of a session acquire (see above): tok
+// and ms are the token's and the ttl's parameters, and from is what the
+// record's row is selected from (l, or l after the lock-delay's sleep). at
+// is the server's clock when the expiry was computed.
+func leaseGrant(tok, ms, from string) string {
+	return syncLocal + `, r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
+		SELECT $1, ` + tok + `, clock_timestamp() + ` + ms + `::bigint * interval '1 millisecond' FROM ` + from + `, sc WHERE l.ok
+		ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token, expires = EXCLUDED.expires
+			WHERE t.expires <= clock_timestamp()
+		RETURNING t.expires - ` + ms + `::bigint * interval '1 millisecond' AS at
+	), g AS MATERIALIZED (
+		SELECT l.ok AND EXISTS (SELECT 1 FROM r) AS ok, l.ok AS took, (SELECT r.at FROM r) AS at FROM l
+	), u AS (
+		SELECT pg_advisory_unlock($1) AS x FROM g WHERE g.took AND NOT g.ok
+	)`
+}
+
+// syncLocal makes a statement that writes lease records commit durably on
+// this server whatever synchronous_commit the session has: 'local' waits for
+// the local disk (a record must survive a crash), not for synchronous
+// standbys (a grant must not hang on a standby that is down; a failover
+// ends every session anyway, and the fences order the writes across it).
+const syncLocal = `sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'local', true) AS v)`
+
+// txGrant is the grant of a transaction-scoped lock: the lock alone. The
+// lease's record is written after, over another connection (sqlTxLease,
+// which refuses while another lease's record is unexpired: the lock-delay),
+// as a record written in the transaction would vanish with it; and read
+// there, not here, where a repeatable-read transaction's snapshot could
+// hide a newer record.
+const txGrant = `g AS MATERIALIZED (SELECT l.ok FROM l)`
+
+// lockDelay sleeps, once the lock is taken, until an earlier lease's record
+// expires, for at most wait ms (a parameter) after the statement's start.
+// The record is read FOR UPDATE: a waiter's snapshot is as old as its wait,
+// and the lock reads the row's latest version instead, so a record deleted
+// by a release while this statement waited is not slept on.
+func lockDelay(wait string) string {
+	return `e AS MATERIALIZED (
+		SELECT e.expires FROM lockkit_leases e WHERE e.id = $1 AND (SELECT l.ok FROM l) FOR UPDATE OF e
+	), d AS MATERIALIZED (
+		SELECT pg_sleep(extract(epoch FROM least(e.expires,
+			statement_timestamp() + ` + wait + `::text::bigint * interval '1 millisecond') - clock_timestamp())) AS z
+		FROM e WHERE e.expires > clock_timestamp()
+	)`
+}
+
+var (
+	leaseGrantTry       = leaseGrant("$3", "$4", "l")
+	leaseGrantTryFence  = leaseGrant("$4", "$5", "l")
+	leaseGrantWait      = leaseGrant("$4", "$5", "l, (SELECT count(*) FROM d) dn")
+	leaseGrantWaitFence = leaseGrant("$5", "$6", "l, (SELECT count(*) FROM d) dn")
 )
 
 // Keys longer than FenceKeyMax bytes may not fit a btree row of the fence
 // table's primary key (about 2.7 kB on 8 kB pages, after compression), so
 // their fence row is found this way instead, in the same statement:
 //
-//   - g: if a row keyed by the full key exists (a v0.1.0 process, or this
+//   - fg: if a row keyed by the full key exists (a v0.1.0 process, or this
 //     one, wrote it because the key compressed small enough), it is bumped,
 //     also above the hashed row's fence if there is one;
-//   - h: otherwise the row keyed by FenceRowKey(key) (SHA-256) is upserted
+//   - fh: otherwise the row keyed by FenceRowKey(key) (SHA-256) is upserted
 //     with the usual rule.
 //
 // Both rows are only written under the key's lock, so one holder at a time
 // chooses; a key v0.1.0 could store keeps its full-key row, and a key it
 // could not store never had one.
 func fenceLong(h string) string {
-	return `g AS (UPDATE lockkit_fences AS t SET fence = GREATEST(t.fence + 1,
+	return `fg AS (UPDATE lockkit_fences AS t SET fence = GREATEST(t.fence + 1,
 			(extract(epoch FROM clock_timestamp()) * 1000000)::bigint,
 			coalesce((SELECT s.fence + 1 FROM lockkit_fences s WHERE s.key = ` + h + `), 0))
-		FROM l WHERE l.ok AND t.key = $3
+		FROM g WHERE g.ok AND t.key = $3
 		RETURNING t.fence
-	), h AS (INSERT INTO lockkit_fences AS t (key, fence)
-		SELECT ` + h + `, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM l WHERE l.ok AND NOT EXISTS (SELECT 1 FROM g)
+	), fh AS (INSERT INTO lockkit_fences AS t (key, fence)
+		SELECT ` + h + `, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint FROM g WHERE g.ok AND NOT EXISTS (SELECT 1 FROM fg)
 		ON CONFLICT (key) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence)
 		RETURNING t.fence
-	), f AS (SELECT g.fence FROM g UNION ALL SELECT h.fence FROM h)`
+	), f AS (SELECT fg.fence FROM fg UNION ALL SELECT fh.fence FROM fh)`
 }
 
 // The long-key forms of the fencing statements: the fence CTE replaced by
 // fenceLong, with the hashed row key as one more parameter at the end.
 var (
-	sqlTryFenceLong  = longForm(sqlTryFence, "$4")
-	sqlWaitFenceLong = longForm(sqlWaitFence, "$5")
+	sqlTryFenceLong  = longForm(sqlTryFence, "$6")
+	sqlWaitFenceLong = longForm(sqlWaitFence, "$7")
 	sqlTxFenceLong   = longForm(sqlTxFence, "$4")
 )
 
@@ -281,19 +411,23 @@ func checkKeyTTL(key string, ttl time.Duration) error {
 // msString is d in whole milliseconds, rounded down (a wait).
 func msString(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
+// ttlMs is a ttl in whole milliseconds, rounded up, as a number: a lease
+// record never expires before the Client's deadline.
+func ttlMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
 // ttlString is a ttl in whole milliseconds, rounded up: the server's limit
 // is never shorter than the Client's.
 func ttlString(d time.Duration) string {
-	return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10)
+	return strconv.FormatInt(ttlMs(d), 10)
 }
 
-// wrapFenceErr explains the error of a fencing acquire that found no fence
-// table (SQLSTATE 42P01 undefined_table).
-func wrapFenceErr(err error) error {
+// wrapTableErr explains the error of an acquire that found no fence or
+// lease table (SQLSTATE 42P01 undefined_table).
+func wrapTableErr(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "42P01" {
-		return fmt.Errorf("lockkit/pg: fencing needs the %s table, which does not exist in this database (search_path): "+
-			"create it once with pgbackend.Migrate(ctx, pool) or the SQL in pgbackend.MigrationSQL: %w", FenceTable, err)
+		return fmt.Errorf("lockkit/pg: locks need the %s and %s tables, which do not both exist in this database (search_path): "+
+			"create them once with pgbackend.Migrate(ctx, pool) or the SQL in pgbackend.MigrationSQL: %w", FenceTable, LeaseTable, err)
 	}
 	return err
 }

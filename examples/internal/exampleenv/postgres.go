@@ -98,6 +98,12 @@ func (e *Env) NewPostgresClient(ctx context.Context, opts ...lockkit.Option) (*l
 	if err != nil {
 		return nil, nil, err
 	}
+	// lockkit's tables (fences and lease records), as an application's
+	// migrations would create them; idempotent.
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
 	all := append([]lockkit.Option{lockkit.WithLogger(e.log), lockkit.WithTracerProvider(e.TracerProvider)}, opts...)
 	lk, err := lockkit.New(postgres.New(pool), all...)
 	if err != nil {
