@@ -167,7 +167,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				contended = true
 			}
 			if !retry {
-				return fail(telnames.OutcomeContended, ErrNotAcquired)
+				return fail(telnames.OutcomeContended, l.notAcquired())
 			}
 			hold.Queued(r.Position, "")
 			wait = r.Fallback

@@ -196,7 +196,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			tel.settle(telnames.OutcomeAcquired, attempts, contended, leases, nil)
 			return leases, fctxs, nil
 		}
-		if attempts == 1 && err == ErrNotAcquired {
+		if attempts == 1 && isContention(err) {
 			contended = true
 		}
 		giveBack(ctx, leases)
