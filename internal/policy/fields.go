@@ -55,7 +55,7 @@ var Fields = []Field{
 	{
 		Name: "renew", GoName: "Renew", Type: "time.Duration", Default: "ttl/3",
 		Doc:  "How often a held lease is extended, or none to never renew (the lease is lost at its deadline).",
-		Rule: "A Go duration that leaves room before the lease's local deadline (ttl less 1% + 2ms of drift, and at run time less the client's command timeout).",
+		Rule: "A Go duration that leaves room for a renewal to be answered before the lease's local deadline: at most ttl less 1% + 2ms of drift less one command timeout (lockkit's default 500ms in the schema, the client's at run time).",
 	},
 	{
 		Name: "retry", GoName: "Retry", Type: "Retry", Default: "none",

@@ -320,7 +320,7 @@ var fineSpec = lockkit.DomainSpec{
 	Pattern: "fine",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:   10 * time.Millisecond,
+		TTL:   time.Second,
 		Renew: 2500 * time.Microsecond,
 		Retry: lockkit.Retry{
 			Attempts:   4,
@@ -337,8 +337,8 @@ var fineSpec = lockkit.DomainSpec{
 // (lockkit.yaml:23). Its Do, TryDo, Acquire and TryAcquire come from
 // lockkit.Lock.
 //
-// Policy: ttl 10ms (LOCKKIT_TTL_FINE overrides it), renewed every 2.5ms; up to
-// 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
+// Policy: ttl 1s (LOCKKIT_TTL_FINE overrides it), renewed every 2.5ms; up to 4
+// attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
 // fencing on (Lease.Fence).
 type FineLock struct{ lockkit.Lock }
 
