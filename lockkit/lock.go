@@ -137,7 +137,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if q := c.queueOf(be); q != nil {
 			return l.acquireFIFO(ctx, hctx, actx, hold, be, q, retry, forDo)
 		}
-		if w := c.waiterOf(be); w != nil && retry && p.Retry.Attempts > 1 {
+		if w := c.waiterOf(be); w != nil && retry && p.Retry.retries() {
 			return l.acquireServerQueue(ctx, hctx, actx, hold, be, w, forDo)
 		}
 	}
@@ -172,7 +172,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
-		if !retry || p.Retry.Attempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
+		if !retry || !p.Retry.retries() || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telnames.OutcomeContended), l.finalError(err, attempts, start, false))

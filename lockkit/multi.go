@@ -201,7 +201,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 		}
 		giveBack(ctx, leases)
 		retryable := errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
-		if !retry || !retryable || p.Retry.Attempts <= 1 || ctx.Err() != nil {
+		if !retry || !retryable || !p.Retry.retries() || ctx.Err() != nil {
 			tel.settle(setOutcome(ctx, err, telnames.OutcomeContended), attempts, contended, nil, err)
 			return nil, nil, err
 		}
