@@ -730,8 +730,10 @@ func (p *parser) checkRetry(label string, own, inherited retrySettings) (Retry, 
 		r.Attempts = own.attempts.val
 	case base.attempts.set:
 		r.Attempts = base.attempts.val
+	case r.MaxWait > 0:
+		r.Attempts = 0 // wait up to max_wait, attempts uncounted
 	default:
-		p.add(pos(own.node), "%s: retry has no attempts; add the total number of tries, e.g. {attempts: 5}, or write retry: none for a single attempt", label)
+		p.add(pos(own.node), "%s: retry has neither attempts nor max_wait; add the total number of tries, e.g. {attempts: 5}, or how long to wait, e.g. {max_wait: 5s}, or write retry: none for a single attempt", label)
 		return Retry{}, false
 	}
 	if r.Initial > r.Max {

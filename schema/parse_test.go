@@ -196,7 +196,7 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:7:10: domain "b": ttl must be a Go duration such as "10s", not a list`,
 			`f.yaml:9:10: domain "c": ttl must be a whole number of milliseconds, as Redis counts them (got 1.5ms; such as 10ms)`}},
 		{"retry", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n    retry: {initial: 2s}\n  - pattern: b\n    retry: {attempts: 2, initial: 2s}\n  - pattern: c\n    retry: 3\n  - pattern: d\n    retry: {attempts: x, multiplier: .inf}\n", []string{
-			`f.yaml:6:12: domain "a": retry has no attempts; add the total number of tries, e.g. {attempts: 5}, or write retry: none for a single attempt`,
+			`f.yaml:6:12: domain "a": retry has neither attempts nor max_wait; add the total number of tries, e.g. {attempts: 5}, or how long to wait, e.g. {max_wait: 5s}, or write retry: none for a single attempt`,
 			`f.yaml:8:12: domain "b": retry initial (2s) is longer than max (1s), the cap on each backoff; make max at least 2s`,
 			`f.yaml:10:12: domain "c": retry must be "none" or a mapping, not the number 3; write "none" for a single attempt, or a mapping such as {attempts: 5, initial: 50ms, max: 1s}`,
 			`f.yaml:12:23: domain "d": retry: attempts must be a whole number such as 5, not "x"`,

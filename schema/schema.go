@@ -133,7 +133,8 @@ func (t ParamType) valid() bool {
 
 // Retry is a domain's acquire retry policy. Attempts is the total number of
 // attempts including the first; 1 means a single attempt ("retry: none"),
-// and then the other fields are zero.
+// and then the other fields are zero; 0 means attempts are not counted and
+// MaxWait (then > 0) bounds the wait ("retry: {max_wait: 5s}").
 type Retry struct {
 	Attempts   int
 	Initial    time.Duration // first backoff
@@ -154,7 +155,7 @@ const (
 )
 
 // None reports whether the policy is a single attempt.
-func (r Retry) None() bool { return r.Attempts <= 1 }
+func (r Retry) None() bool { return r.Attempts == 1 || r.Attempts <= 0 && r.MaxWait <= 0 }
 
 // DefaultReplicaTimeout is the runtime's bound on the wait for replicas when
 // the file sets no replica_timeout (lockkit.DefaultReplicaTimeout).

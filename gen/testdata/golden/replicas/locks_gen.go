@@ -250,8 +250,8 @@ var slowSpec = lockkit.DomainSpec{
 // lockkit.Lock.
 //
 // Policy: ttl 2m (LOCKKIT_TTL_SLOW overrides it), renewed every ttl/3; up to 3
-// attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5); waits for
-// 3 replicas (WAIT, up to 1s).
+// attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5): 75ms to
+// 225ms of backoff in all; waits for 3 replicas (WAIT, up to 1s).
 type SlowLock struct{ lockkit.Lock }
 
 // Slow returns the slow lock on the key "lock:{slow:<id>}" (lockkit.yaml:19).
