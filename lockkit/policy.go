@@ -26,8 +26,8 @@ const (
 	// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
 	DefaultReplicaTimeout = policy.DefaultReplicaTimeout
 
-	// Retry defaults, applied to zero fields of a Retry with
-	// Attempts > 1.
+	// Retry defaults, applied to zero fields of a Retry that retries
+	// (Attempts > 1, or 0 with a MaxWait).
 	DefaultInitialInterval = policy.DefaultInitialInterval
 	DefaultMaxInterval     = policy.DefaultMaxInterval
 	DefaultMultiplier      = policy.DefaultMultiplier
