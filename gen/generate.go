@@ -216,7 +216,7 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 		if r.Attempts > 0 { // 0: uncounted, MaxWait bounds the wait
 			dv.Retry = []kv{{Key: "Attempts", Value: strconv.Itoa(r.Attempts)}}
 		}
-		if d.Wait != schema.WaitFIFO { // a FIFO wait uses no backoff
+		if d.Wait != policy.WaitFIFOName { // a FIFO wait uses no backoff
 			dv.Retry = append(dv.Retry,
 				kv{Key: "Initial", Value: durationExpr(r.Initial)},
 				kv{Key: "Max", Value: durationExpr(r.Max)},
@@ -235,8 +235,8 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 			dv.Replicas = append(dv.Replicas, kv{Key: "ReplicaTimeout", Value: durationExpr(d.ReplicaTimeout)})
 		}
 	}
-	if d.Wait == schema.WaitFIFO {
-		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: "lockkit.WaitFIFO"})
+	if d.Wait == policy.WaitFIFOName {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: strconv.Quote(policy.WaitFIFOName)})
 	}
 	if d.MaxHold > 0 {
 		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
@@ -366,7 +366,7 @@ func policyText(d *schema.Domain) string {
 	}
 	if r := d.Retry; r.None() {
 		parts = append(parts, "a single attempt")
-	} else if d.Wait == schema.WaitFIFO {
+	} else if d.Wait == policy.WaitFIFOName {
 		parts = append(parts, "waits in FIFO order, woken by push, for at most "+shortDuration(r.MaxWait))
 	} else {
 		parts = append(parts, retryText(r))
@@ -374,7 +374,7 @@ func policyText(d *schema.Domain) string {
 	if d.Fencing {
 		parts = append(parts, "fencing on (Lease.Fence)")
 	}
-	if d.Wait == schema.WaitFIFO && d.Retry.None() {
+	if d.Wait == policy.WaitFIFOName && d.Retry.None() {
 		parts = append(parts, "FIFO waiting")
 	}
 	if d.Replicas > 0 {
@@ -383,7 +383,7 @@ func policyText(d *schema.Domain) string {
 			noun = "replica"
 		}
 		if timeout == 0 {
-			timeout = schema.DefaultReplicaTimeout
+			timeout = policy.DefaultReplicaTimeout
 		}
 		parts = append(parts, fmt.Sprintf("waits for %d %s (WAIT, up to %s)", d.Replicas, noun, shortDuration(timeout)))
 	}

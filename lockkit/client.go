@@ -105,7 +105,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithCommandTimeout bounds each backend command (acquire, extend, release).
-// Keep it well under the shortest TTL. Default: DefaultCommandTimeout.
+// Keep it well under the shortest TTL. Default: 500ms.
 //
 // On Redis, the timeout reaches the network only when the go-redis client has
 // ContextTimeoutEnabled set; otherwise go-redis applies its own read and
@@ -189,7 +189,7 @@ func WithBreaker(s breaker.Settings) Option {
 func New(b driver.Spec, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
-		cmdTimeout: DefaultCommandTimeout,
+		cmdTimeout: policy.DefaultCommandTimeout,
 		leases:     make(map[*Lease]struct{}),
 	}
 	for i, o := range opts {
@@ -377,7 +377,7 @@ func (c *Client) dropOthersOverrides(environ []string) []string {
 	kept := environ[:0:0]
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, EnvTTLPrefix) || strings.HasPrefix(name, EnvMaxHoldPrefix) {
+		if strings.HasPrefix(name, policy.EnvTTLPrefix) || strings.HasPrefix(name, policy.EnvMaxHoldPrefix) {
 			if _, ok := registered.byEnv[name]; !ok {
 				c.log.Warn("lockkit: ignoring an override that names no lock domain of this program (WithSharedEnvironment)", "variable", name)
 				continue
@@ -397,7 +397,7 @@ type DomainSpec struct {
 	// Pattern is the key pattern from the schema ("user:{id:int64}:digest").
 	// It is documentation only: the key is built by generated code.
 	Pattern string
-	// Prefix starts every key of the domain; "" means DefaultPrefix.
+	// Prefix starts every key of the domain; "" means "lock:".
 	Prefix string
 	// Policy is the domain's TTL, renewal, retry and fencing.
 	Policy Policy
@@ -430,7 +430,7 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	d := &Domain{c: c, name: spec.Name, prefix: spec.Prefix, tel: c.tel.Domain(spec.Name)}
 	if d.prefix == "" {
-		d.prefix = DefaultPrefix
+		d.prefix = policy.DefaultPrefix
 	}
 	p := spec.Policy
 	env := policy.EnvName(spec.Name)
@@ -476,7 +476,7 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 			errs = append(errs, err)
 		}
 	}
-	if c.noQueue != nil && d.policy.Wait == WaitFIFO {
+	if c.noQueue != nil && d.policy.fifo() {
 		errs = append(errs, c.noQueue)
 	}
 	if err := errors.Join(errs...); err != nil {

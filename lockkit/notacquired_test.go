@@ -20,7 +20,7 @@ func TestNotAcquiredNamesKeyAndDomain(t *testing.T) {
 		p    Policy
 	}{
 		{"poll", Policy{TTL: 5 * time.Second}},
-		{"fifo", Policy{TTL: 5 * time.Second, Wait: WaitFIFO}},
+		{"fifo", Policy{TTL: 5 * time.Second, Wait: "fifo"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := testDomain(t, newClient(t, r), tc.p)

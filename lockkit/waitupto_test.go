@@ -22,7 +22,7 @@ func TestRetryMaxWaitWithoutAttempts(t *testing.T) {
 		p    Policy
 	}{
 		{"poll", Policy{TTL: 10 * time.Second, Retry: Retry{MaxWait: maxWait, Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond}}},
-		{"fifo", Policy{TTL: 10 * time.Second, Wait: WaitFIFO, Retry: Retry{MaxWait: maxWait}}},
+		{"fifo", Policy{TTL: 10 * time.Second, Wait: "fifo", Retry: Retry{MaxWait: maxWait}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			holderDomain := testDomain(t, newClient(t, r), Policy{TTL: 10 * time.Second, Wait: tc.p.Wait})

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/policy"
 )
 
 // "Wait up to D" needs no attempts: a retry mapping with max_wait and no
@@ -29,9 +31,9 @@ domains:
 		t.Fatal(err)
 	}
 	want := map[string]Retry{
-		"poll":    {Attempts: 0, Initial: DefaultRetryInitial, Max: DefaultRetryMax, Multiplier: DefaultRetryMultiplier, Jitter: DefaultRetryJitter, MaxWait: 5 * time.Second},
-		"fifo":    {Attempts: 0, Initial: DefaultRetryInitial, Max: DefaultRetryMax, Multiplier: DefaultRetryMultiplier, Jitter: DefaultRetryJitter, MaxWait: 5 * time.Second},
-		"counted": {Attempts: 3, Initial: DefaultRetryInitial, Max: DefaultRetryMax, Multiplier: DefaultRetryMultiplier, Jitter: DefaultRetryJitter, MaxWait: 5 * time.Second},
+		"poll":    {Attempts: 0, Initial: policy.DefaultInitialInterval, Max: policy.DefaultMaxInterval, Multiplier: policy.DefaultMultiplier, Jitter: policy.DefaultJitter, MaxWait: 5 * time.Second},
+		"fifo":    {Attempts: 0, Initial: policy.DefaultInitialInterval, Max: policy.DefaultMaxInterval, Multiplier: policy.DefaultMultiplier, Jitter: policy.DefaultJitter, MaxWait: 5 * time.Second},
+		"counted": {Attempts: 3, Initial: policy.DefaultInitialInterval, Max: policy.DefaultMaxInterval, Multiplier: policy.DefaultMultiplier, Jitter: policy.DefaultJitter, MaxWait: 5 * time.Second},
 	}
 	for _, d := range f.Domains {
 		if d.Retry != want[d.Name] || d.Retry.None() {

@@ -134,7 +134,7 @@ var queueSpec = lockkit.DomainSpec{
 		Retry: lockkit.Retry{
 			MaxWait: 5 * time.Second,
 		},
-		Wait: lockkit.WaitFIFO,
+		Wait: "fifo",
 	},
 }
 
