@@ -212,19 +212,17 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	case d.Renew > 0:
 		dv.Policy = append(dv.Policy, kv{Key: "Renew", Value: durationExpr(d.Renew)})
 	}
-	if r := d.Retry; !r.None() && d.Wait == policy.WaitFIFOName {
-		// A FIFO wait is bounded by MaxWait; the backoff fields are unused.
-		dv.Retry = []kv{
-			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
-			{Key: "MaxWait", Value: durationExpr(r.MaxWait)},
+	if r := d.Retry; !r.None() {
+		if r.Attempts > 0 { // 0: uncounted, MaxWait bounds the wait
+			dv.Retry = []kv{{Key: "Attempts", Value: strconv.Itoa(r.Attempts)}}
 		}
-	} else if !r.None() {
-		dv.Retry = []kv{
-			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
-			{Key: "Initial", Value: durationExpr(r.Initial)},
-			{Key: "Max", Value: durationExpr(r.Max)},
-			{Key: "Multiplier", Value: floatLit(r.Multiplier)},
-			{Key: "Jitter", Value: floatLit(r.Jitter)},
+		if d.Wait != policy.WaitFIFOName { // a FIFO wait uses no backoff
+			dv.Retry = append(dv.Retry,
+				kv{Key: "Initial", Value: durationExpr(r.Initial)},
+				kv{Key: "Max", Value: durationExpr(r.Max)},
+				kv{Key: "Multiplier", Value: floatLit(r.Multiplier)},
+				kv{Key: "Jitter", Value: floatLit(r.Jitter)},
+			)
 		}
 		if r.MaxWait > 0 {
 			dv.Retry = append(dv.Retry, kv{Key: "MaxWait", Value: durationExpr(r.MaxWait)})
@@ -371,12 +369,7 @@ func policyText(d *schema.Domain) string {
 	} else if d.Wait == policy.WaitFIFOName {
 		parts = append(parts, "waits in FIFO order, woken by push, for at most "+shortDuration(r.MaxWait))
 	} else {
-		s := fmt.Sprintf("up to %d attempts, backing off from %s to %s (multiplier %s, jitter %s)",
-			r.Attempts, shortDuration(r.Initial), shortDuration(r.Max), floatLit(r.Multiplier), floatLit(r.Jitter))
-		if r.MaxWait > 0 {
-			s += ", for at most " + shortDuration(r.MaxWait)
-		}
-		parts = append(parts, s)
+		parts = append(parts, retryText(r))
 	}
 	if d.Fencing {
 		parts = append(parts, "fencing on (Lease.Fence)")
@@ -398,6 +391,30 @@ func policyText(d *schema.Domain) string {
 		parts = append(parts, fmt.Sprintf("held at most %s (%s overrides it)", shortDuration(d.MaxHold), policy.EnvMaxHoldName(d.Name)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// retryText states how long a polling domain waits, exactly: its backoffs
+// add up to what policy.BackoffBounds says, and max_wait ends the wait
+// first only where it falls short of them (an acquisition's attempts take
+// time of their own too).
+func retryText(r schema.Retry) string {
+	backoff := fmt.Sprintf("backing off from %s to %s (multiplier %s, jitter %s)",
+		shortDuration(r.Initial), shortDuration(r.Max), floatLit(r.Multiplier), floatLit(r.Jitter))
+	mw := shortDuration(r.MaxWait)
+	if r.Attempts <= 0 {
+		return "retries until " + mw + " (max_wait) has passed, " + backoff
+	}
+	lo, hi := policy.BackoffBounds(r.Attempts, r.Initial, r.Max, r.Multiplier, r.Jitter)
+	s := fmt.Sprintf("up to %d attempts, %s: %s to %s of backoff in all", r.Attempts, backoff, shortDuration(lo), shortDuration(hi))
+	switch {
+	case r.MaxWait <= 0:
+		return s
+	case r.MaxWait < lo:
+		return fmt.Sprintf("up to %d attempts, %s, until %s (max_wait) has passed, before the attempts can run out", r.Attempts, backoff, mw)
+	case r.MaxWait < hi:
+		return s + ", or until " + mw + " (max_wait) has passed if that comes first"
+	}
+	return s + "; max_wait " + mw + " is longer, so it ends only an acquisition whose attempts are slow"
 }
 
 // durationExpr writes d as Go source in its largest whole unit.

@@ -232,7 +232,7 @@ func TestRedlockFiveNodes(t *testing.T) {
 			t.Fatalf("lease held on %d of 5 nodes, want 5", n)
 		}
 	}
-	if _, err := b.TryAcquire(t.Context()); err != ErrNotAcquired {
+	if _, err := b.TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("contender: %v, want ErrNotAcquired", err)
 	}
 	if err := la.Extend(t.Context()); err != nil {
@@ -493,7 +493,7 @@ func TestRedlockSlowNodeReleasedAfterAnswer(t *testing.T) {
 	}
 	done = stall()
 	start = time.Now()
-	if _, err := l.TryAcquire(t.Context()); err != ErrNotAcquired {
+	if _, err := l.TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("held on 3 of 5: %v, want ErrNotAcquired", err)
 	}
 	if el := time.Since(start); el > sleep/2 {
@@ -676,7 +676,7 @@ func TestRedlockRestartDataLoss(t *testing.T) {
 		b := lockOn(testDomain(t, redlockClient(t, nodes), policy), "k")
 		_, err = b.TryAcquire(t.Context())
 		t.Logf("2 of 5 restarted: B's attempt: %v; holders %q", err, redlockHolders(t, nodes, a.Key()))
-		if err != ErrNotAcquired {
+		if !errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("B after 2 of 5 restarts: %v, want ErrNotAcquired (A holds 3 of 5)", err)
 		}
 		restart(2)
@@ -684,7 +684,7 @@ func TestRedlockRestartDataLoss(t *testing.T) {
 		lb, err := b.TryAcquire(t.Context())
 		t.Logf("3 of 5 restarted: B's attempt: %v; holders %q", err, redlockHolders(t, nodes, a.Key()))
 		if err != nil {
-			if err != ErrNotAcquired {
+			if !errors.Is(err, ErrNotAcquired) {
 				t.Fatalf("B after 3 of 5 restarts: %v", err)
 			}
 			return false

@@ -56,7 +56,10 @@ type Client struct {
 	// (a domain name for the replicas, renewMarginWarned for the renew margin).
 	replicated    string
 	quietReplicas map[string]bool
-	warned        sync.Map
+	// sharedEnv: overrides naming no domain of this program are logged
+	// and ignored (WithSharedEnvironment), not refused.
+	sharedEnv bool
+	warned    sync.Map
 
 	// who is what the client records with each lock it takes (host, pid,
 	// owner); whoDesc is its description, made once (see internal/holder).
@@ -158,6 +161,17 @@ func WithoutReplicaWarning(domains ...string) Option {
 	}}
 }
 
+// WithSharedEnvironment is for services that share one environment (one
+// Kubernetes ConfigMap, say) and so see each other's overrides: a
+// LOCKKIT_TTL_* or LOCKKIT_MAX_HOLD_* variable that names no domain of this
+// program is logged at Warn by New, once, and ignored, instead of making New
+// fail. The variables that name this program's domains are checked as
+// always. Without it New refuses such a variable, since a mistyped name
+// would otherwise override nothing in silence.
+func WithSharedEnvironment() Option {
+	return Option{func(c *Client) { c.sharedEnv = true }}
+}
+
 // WithBreaker sets the circuit breakers' settings (zero fields keep the
 // defaults documented in package breaker). There is one breaker per backend
 // node. It gates acquisitions only: while it is open an acquisition fails at
@@ -214,7 +228,11 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 	if err := c.open(b); err != nil {
 		return nil, err
 	}
-	ttlEnv, err := readOverrides(environ())
+	env := environ()
+	if c.sharedEnv {
+		env = c.dropOthersOverrides(env)
+	}
+	ttlEnv, err := readOverrides(env)
 	if err == nil {
 		err = checkOverridesNameDomains(ttlEnv)
 	}
@@ -430,6 +448,26 @@ func checkOverridesNameDomains(ttlEnv map[string]time.Duration) error {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// dropOthersOverrides is environ without the overrides that name no
+// registered domain (other services' under WithSharedEnvironment), each
+// logged at Warn.
+func (c *Client) dropOthersOverrides(environ []string) []string {
+	registered.Lock()
+	defer registered.Unlock()
+	kept := environ[:0:0]
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, policy.EnvTTLPrefix) || strings.HasPrefix(name, policy.EnvMaxHoldPrefix) {
+			if _, ok := registered.byEnv[name]; !ok {
+				c.log.Warn("lockkit: ignoring an override that names no lock domain of this program (WithSharedEnvironment)", "variable", name)
+				continue
+			}
+		}
+		kept = append(kept, kv)
+	}
+	return kept
 }
 
 // DomainSpec declares a lock domain: generated code holds one per domain of

@@ -1,6 +1,7 @@
 package lockkit
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -61,7 +62,7 @@ func TestClusterSpread(t *testing.T) {
 		if got := direct[master].Get(t.Context(), l.Key()).Val(); !holder.Owns(got, lease.Token()) {
 			t.Fatalf("%s: master %s holds %q, want the lease's token", l.Key(), master, got)
 		}
-		if _, err := lockOn(other, id).TryAcquire(t.Context()); err != ErrNotAcquired {
+		if _, err := lockOn(other, id).TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("%s: contender got %v, want ErrNotAcquired", l.Key(), err)
 		}
 		if err := lease.Extend(t.Context()); err != nil {
@@ -224,7 +225,7 @@ func TestClusterReshardMoved(t *testing.T) {
 			t.Fatalf("3s after MOVED the client still maps slot %d to %s, not %s", slot, clusterMasterOf(t, cc, l.Key()), dst.Addr())
 		}
 	}
-	if _, err := lockOn(testDomain(t, newClientOver(t, cl.Client(t)), d.policy), "moving").TryAcquire(t.Context()); err != ErrNotAcquired {
+	if _, err := lockOn(testDomain(t, newClientOver(t, cl.Client(t)), d.policy), "moving").TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("contender after the move: %v, want ErrNotAcquired", err)
 	}
 	if err := lease.Release(t.Context()); err != nil {

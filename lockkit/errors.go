@@ -1,6 +1,9 @@
 package lockkit
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Sentinel errors. Errors returned by this package wrap one of them (with the
 // domain, key and cause), so callers test with errors.Is.
@@ -10,7 +13,9 @@ import "errors"
 var (
 	// ErrNotAcquired means the lock is held by someone else: after one attempt
 	// (TryDo, TryAcquire) or after the domain's retry policy ran out of
-	// attempts or wait time. It is an expected outcome, not a failure.
+	// attempts or wait time. It is an expected outcome, not a failure. The
+	// error returned wraps it and names the key and the domain: test it
+	// with errors.Is, not ==.
 	ErrNotAcquired = errors.New("lockkit: lock not acquired: held by another owner")
 
 	// ErrLockLost means a lease ended before it was released: an extend was
@@ -37,6 +42,17 @@ var (
 	// zero Lock, or a generated package-level helper called before SetDefault.
 	ErrNoClient = errors.New("lockkit: lock has no client: call the generated package's SetDefault(client), or use its New(client)")
 )
+
+// notAcquiredError is ErrNotAcquired from a single attempt, naming the lock.
+// It is made only when an attempt finds the lock held: an acquisition that
+// succeeds never builds one.
+type notAcquiredError struct{ domain, key string }
+
+func (e *notAcquiredError) Error() string {
+	return "lockkit: lock not acquired: " + e.key + " (domain " + strconv.Quote(e.domain) + ") is held by another owner"
+}
+
+func (e *notAcquiredError) Unwrap() error { return ErrNotAcquired }
 
 // Misuse: a nil fn or a nil ctx given to an operation.
 var (

@@ -41,7 +41,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	pl := new(pendingLease)
 	req := &pl.req
 	*req = driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
-	retry = retry && p.Retry.Attempts > 1
+	retry = retry && p.Retry.retries()
 	var (
 		attempts  int
 		contended bool
@@ -167,7 +167,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				contended = true
 			}
 			if !retry {
-				return fail(telnames.OutcomeContended, ErrNotAcquired)
+				return fail(telnames.OutcomeContended, l.notAcquired())
 			}
 			hold.Queued(r.Position, "")
 			wait = r.Fallback

@@ -272,7 +272,7 @@ func TestFIFOWaiterLeavesTheQueue(t *testing.T) {
 	if n := queueLen(t, admin, l); n != 1 {
 		t.Fatalf("%d queued after the MaxWait waiter returned, want 1", n)
 	}
-	if err := lockOn(d2, "leave").TryDo(ctx, noop); err != ErrNotAcquired {
+	if err := lockOn(d2, "leave").TryDo(ctx, noop); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("TryDo on a held lock: %v, want the bare ErrNotAcquired", err)
 	}
 	if n := queueLen(t, admin, l); n != 1 {
@@ -691,7 +691,7 @@ func TestFIFOClusterLocksOnAllSlots(t *testing.T) {
 				k := keys[i]
 				lease, err := Lock{d: d1, key: k}.TryAcquire(ctx)
 				if err == nil {
-					if err = (Lock{d: d2, key: k}).TryDo(ctx, func(context.Context, *Lease) error { return nil }); err == ErrNotAcquired {
+					if err = (Lock{d: d2, key: k}).TryDo(ctx, func(context.Context, *Lease) error { return nil }); errors.Is(err, ErrNotAcquired) {
 						err = lease.Release(ctx)
 					} else {
 						err = fmt.Errorf("contender: %v, want ErrNotAcquired", err)

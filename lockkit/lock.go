@@ -137,7 +137,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if q := c.queueOf(be); q != nil {
 			return l.acquireFIFO(ctx, hctx, actx, hold, be, q, retry, forDo)
 		}
-		if w := c.waiterOf(be); w != nil && retry && p.Retry.Attempts > 1 {
+		if w := c.waiterOf(be); w != nil && retry && p.Retry.retries() {
 			return l.acquireServerQueue(ctx, hctx, actx, hold, be, w, forDo)
 		}
 	}
@@ -172,7 +172,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
-		if !retry || p.Retry.Attempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
+		if !retry || !p.Retry.retries() || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telnames.OutcomeContended), l.finalError(err, attempts, start, false))
@@ -288,7 +288,7 @@ var testHookTracked func(*Client)
 // contention means at this point (contended, exhausted or timeout).
 func attemptOutcome(err error, held telnames.Outcome) telnames.Outcome {
 	switch {
-	case err == ErrNotAcquired:
+	case isContention(err):
 		return held
 	case errors.Is(err, breaker.ErrOpen):
 		return telnames.OutcomeBreakerOpen
@@ -307,7 +307,7 @@ func ctxOutcome(ctx context.Context) telnames.Outcome {
 
 // attempt sends one acquisition, described in req (the caller's memory,
 // which it fills). It returns nil, the bare ErrNotAcquired (compared with ==:
-// contention is the common case and allocates nothing), or an error wrapping
+// a retried attempt allocates nothing; finalError names the lock), or an error wrapping
 // ErrUnavailable.
 func (l Lock) attempt(ctx context.Context, be driver.Backend, token string, req *driver.Request) (int64, error) {
 	d := l.d
@@ -392,15 +392,28 @@ func (l Lock) giveBack(ctx context.Context, be driver.Backend, token string) {
 }
 
 // finalError describes an acquisition that ended without a lease. A lone
-// contended attempt returns the bare ErrNotAcquired (TryDo's expected,
-// allocation-free outcome).
+// contended attempt returns ErrNotAcquired naming the lock (notAcquired).
 func (l Lock) finalError(last error, attempts int, start time.Time, exhausted bool) error {
 	if !exhausted && last == ErrNotAcquired {
-		return ErrNotAcquired
+		return l.notAcquired()
 	}
 	return fmt.Errorf("lockkit: acquire %s: gave up after %d attempt(s) in %v: %w",
 		l.key, attempts, time.Since(start).Round(time.Millisecond), last)
 }
+
+// isContention reports whether err is a single attempt's contention: the
+// bare ErrNotAcquired of attempt, or notAcquired's.
+func isContention(err error) bool {
+	if err == ErrNotAcquired {
+		return true
+	}
+	_, ok := err.(*notAcquiredError)
+	return ok
+}
+
+// notAcquired is ErrNotAcquired for a single attempt at l: it names the key
+// and the domain, and matches ErrNotAcquired with errors.Is.
+func (l Lock) notAcquired() error { return &notAcquiredError{domain: l.d.name, key: l.key} }
 
 // ctxError reports that the caller's ctx ended the acquisition; it matches
 // ctx.Err() (context.Canceled or DeadlineExceeded), never ErrNotAcquired.

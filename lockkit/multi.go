@@ -196,12 +196,12 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			tel.settle(telnames.OutcomeAcquired, attempts, contended, leases, nil)
 			return leases, fctxs, nil
 		}
-		if attempts == 1 && err == ErrNotAcquired {
+		if attempts == 1 && isContention(err) {
 			contended = true
 		}
 		giveBack(ctx, leases)
 		retryable := errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
-		if !retry || !retryable || p.Retry.Attempts <= 1 || ctx.Err() != nil {
+		if !retry || !retryable || !p.Retry.retries() || ctx.Err() != nil {
 			tel.settle(setOutcome(ctx, err, telnames.OutcomeContended), attempts, contended, nil, err)
 			return nil, nil, err
 		}

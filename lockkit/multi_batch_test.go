@@ -158,7 +158,7 @@ func TestDoAllBatchTakesNoneWhenOneIsHeld(t *testing.T) {
 	count.n.Store(0)
 	ran := false
 	err = TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { ran = true; return nil }, z, b, a)
-	if err != ErrNotAcquired || ran {
+	if !errors.Is(err, ErrNotAcquired) || ran {
 		t.Fatalf("TryDoAll with its last key held = %v (fn ran: %v), want the bare ErrNotAcquired", err, ran)
 	}
 	if n := direct.Exists(t.Context(), a.Key(), b.Key()).Val(); n != 0 {
@@ -438,7 +438,7 @@ func TestDoAllClusterBatchOnlyInOneSlot(t *testing.T) {
 	defer held.Release(t.Context())
 	resetStats(t, nodes...)
 	err = TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, across[1], across[0])
-	if err != ErrNotAcquired {
+	if !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("TryDoAll across slots with the later key held = %v, want ErrNotAcquired", err)
 	}
 	if n := calls(t, "set", nodes...); n != 2 {

@@ -51,8 +51,8 @@ type Policy struct {
 	// hand the lock over on release and wake the next waiter by push, or in
 	// PostgreSQL's own lock queue (docs/semantics.md). Under "fifo",
 	// Retry.MaxWait (required when Attempts > 1) and ctx bound the wait,
-	// Attempts <= 1 makes a single attempt, and the backoff fields are
-	// unused. Redlock clients refuse "fifo" domains, and so does
+	// Attempts 1 (or 0 without a MaxWait) makes a single attempt, and the
+	// backoff fields are unused. Redlock clients refuse "fifo" domains, and so does
 	// Replicas > 0. Any other value is refused by Client.Domain.
 	Wait string
 
@@ -68,8 +68,10 @@ type Policy struct {
 
 // Retry is jittered exponential backoff for acquiring a held lock.
 type Retry struct {
-	// Attempts is the number of attempts, the first included; 0 and 1
-	// both mean a single attempt.
+	// Attempts is the number of attempts, the first included; 1 means a
+	// single attempt. 0 means a single attempt too, unless MaxWait is set:
+	// then attempts are not counted, and MaxWait and ctx alone bound the
+	// wait ("wait up to MaxWait").
 	Attempts int
 	// Initial is the first wait between attempts (default 50ms).
 	Initial time.Duration
@@ -82,7 +84,8 @@ type Retry struct {
 	// collided once retry in lockstep.
 	Jitter float64
 	// MaxWait bounds the whole acquisition, waits and attempts together;
-	// 0 means bounded only by Attempts and ctx.
+	// 0 means bounded only by Attempts and ctx. With Attempts 0 it is the
+	// only bound besides ctx.
 	MaxWait time.Duration
 }
 
@@ -109,7 +112,7 @@ func (p Policy) withDefaults() Policy {
 		p.ReplicaTimeout = policy.DefaultReplicaTimeout
 	}
 	r := &p.Retry
-	if r.Attempts == 0 {
+	if r.Attempts == 0 && r.MaxWait <= 0 {
 		r.Attempts = 1
 	}
 	if r.Initial == 0 {
@@ -213,8 +216,15 @@ func (r Retry) newBackOff() backoff.BackOff {
 		// so attempts are counted the same way whatever the clock.
 		backoff.WithMaxElapsedTime(0),
 	)
+	if r.Attempts == 0 { // MaxWait bounds it (withDefaults)
+		return b
+	}
 	return backoff.WithMaxRetries(b, uint64(r.Attempts-1))
 }
+
+// retries reports whether an acquisition may make more than one attempt:
+// Attempts > 1, or 0 with a MaxWait (after withDefaults).
+func (r *Retry) retries() bool { return r.Attempts != 1 }
 
 // readOverrides parses every LOCKKIT_TTL_* and LOCKKIT_MAX_HOLD_*
 // variable, keyed by the whole variable name. An invalid value is an error

@@ -165,7 +165,7 @@ func TestTelemetryTryDoAllContended(t *testing.T) {
 			defer holder.Release(context.Background())
 			g := newTelRigOn(t, spec)
 			d := testDomain(t, g.c, p)
-			if err := TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, lockOn(d, "a"), lockOn(d, "b")); err != ErrNotAcquired {
+			if err := TryDoAll(t.Context(), func(context.Context, *LeaseSet) error { return nil }, lockOn(d, "a"), lockOn(d, "b")); !errors.Is(err, ErrNotAcquired) {
 				t.Fatalf("TryDoAll = %v, want ErrNotAcquired", err)
 			}
 			if n := len(g.named("lockkit.acquire test")); n != 2 {

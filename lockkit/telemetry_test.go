@@ -435,7 +435,7 @@ func TestTelemetryTryDoContended(t *testing.T) {
 	g := newTelRig(t, r)
 	l := lockOn(testDomain(t, g.c, p), "busy")
 	ran := false
-	if err := l.TryDo(t.Context(), func(context.Context, *Lease) error { ran = true; return nil }); err != ErrNotAcquired || ran {
+	if err := l.TryDo(t.Context(), func(context.Context, *Lease) error { ran = true; return nil }); !errors.Is(err, ErrNotAcquired) || ran {
 		t.Fatalf("TryDo = %v (fn ran: %v), want ErrNotAcquired", err, ran)
 	}
 

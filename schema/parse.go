@@ -442,7 +442,7 @@ func (p *parser) file(root *yaml.Node) *File {
 			const label = "defaults"
 			defaults = p.settings(p.fields(e.val, label, defaultsKeys), label)
 			defaultRetry, _ = p.checkRetry(label, defaults.retry, retrySettings{})
-			if defaults.ttl.set && defaults.renew.set {
+			if defaults.ttl.set && (defaults.renew.set || defaults.renew.node == nil) {
 				p.checkRenew(label, defaults.ttl, defaults.renew, nil)
 			}
 			p.checkReplicas(label, defaults, settings{})
@@ -736,8 +736,10 @@ func (p *parser) checkRetry(label string, own, inherited retrySettings) (Retry, 
 		r.Attempts = own.attempts.val
 	case base.attempts.set:
 		r.Attempts = base.attempts.val
+	case r.MaxWait > 0:
+		r.Attempts = 0 // wait up to max_wait, attempts uncounted
 	default:
-		p.add(pos(own.node), "%s: retry has no attempts; add the total number of tries, e.g. {attempts: 5}, or write retry: none for a single attempt", label)
+		p.add(pos(own.node), "%s: retry has neither attempts nor max_wait; add the total number of tries, e.g. {attempts: 5}, or how long to wait, e.g. {max_wait: 5s}, or write retry: none for a single attempt", label)
 		return Retry{}, false
 	}
 	if r.Initial > r.Max {
@@ -750,27 +752,33 @@ func (p *parser) checkRetry(label string, own, inherited retrySettings) (Retry, 
 	return r, true
 }
 
-// checkRenew checks that renew leaves room to renew before the lease's local
-// deadline (the rule is policy.CheckRenew's; "none" is fine). The client's
-// command timeout is unknown here: the runtime checks again with it. It
-// reports at the renew value, or at reportAt when not nil: the domain's ttl,
-// when the renew interval it breaks comes from defaults.
+// checkRenew checks that renew (ttl/3 when not set) leaves room to renew
+// before the lease's local deadline, by the runtime's rule and in its words
+// (policy.CheckRenew) against the default command timeout, as Client.Domain
+// checks it with a client's own; "none" is fine. It reports at the renew
+// value, or at reportAt when not nil (the domain's ttl, when the renew
+// interval it breaks comes from defaults), or at the ttl for ttl/3.
 func (p *parser) checkRenew(label string, ttl, renew setting[time.Duration], reportAt *yaml.Node) {
-	if policy.CheckRenew(ttl.val, renew.val, 0) == nil {
+	interval, note := renew.val, ""
+	if renew.node == nil {
+		interval, note = policy.DefaultRenew(ttl.val), "renew is the default, ttl/3; "
+	}
+	err := policy.CheckRenew(ttl.val, interval, policy.DefaultCommandTimeout)
+	if err == nil {
 		return
 	}
 	at := renew.node
-	note := ""
-	if reportAt != nil {
+	switch {
+	case reportAt != nil:
 		at = reportAt
-		note = fmt.Sprintf(" (renew %s is from defaults, line %d)", renew.node.Value, renew.node.Line)
+		if renew.node != nil {
+			note = fmt.Sprintf("renew %s is from defaults, line %d; ", renew.node.Value, renew.node.Line)
+		}
+	case at == nil:
+		at = ttl.node
 	}
-	suggest := policy.DefaultRenew(ttl.val).Round(time.Millisecond)
-	if suggest <= 0 {
-		suggest = time.Millisecond
-	}
-	p.add(pos(at), "%s: renew (%s) must come before the lease's local deadline, ttl (%s) less the drift allowance (%s), or the lease expires before it is renewed%s; use a shorter renew such as %q, or leave renew out to renew every ttl/3",
-		label, renew.val, ttl.val, policy.Drift(ttl.val), note, suggest.String())
+	p.add(pos(at), "%s: %v (%sthe command timeout is lockkit's default, %s, which lockkit.WithCommandTimeout changes)",
+		label, err, note, policy.DefaultCommandTimeout)
 }
 
 // checkReplicas resolves and checks a policy's replicas and replica_timeout:
@@ -956,8 +964,9 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 	if renew.set {
 		d.Renew = renew.val
 	}
-	// renew < ttl; when both come from defaults it was checked there, once.
-	if ttl.set && renew.set && (own.ttl.set || own.renew.set) {
+	// renew leaves room; when both come from defaults it was checked there,
+	// once. An invalid renew was reported where it is.
+	if ttl.set && (renew.set || renew.node == nil) && (own.ttl.set || own.renew.set) {
 		var at *yaml.Node
 		if !own.renew.set {
 			at = own.ttl.node

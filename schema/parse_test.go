@@ -34,7 +34,7 @@ domains:
   - pattern: "{id:uint64}"
     name: bare
     ttl: 1500ms
-    renew: 1s
+    renew: 900ms
 `
 
 func TestParseValid(t *testing.T) {
@@ -71,7 +71,7 @@ func TestParseValid(t *testing.T) {
 		{
 			Name: "bare", GoName: "Bare", Pattern: "{id:uint64}",
 			Segments: []Segment{{Param: "id", Type: TypeUint64}},
-			TTL:      1500 * time.Millisecond, Renew: time.Second, Retry: defRetry,
+			TTL:      1500 * time.Millisecond, Renew: 900 * time.Millisecond, Retry: defRetry,
 			Wait: "poll", Pos: Pos{23, 5}, PatternPos: Pos{23, 14},
 		},
 	}
@@ -123,7 +123,7 @@ domains:
   - pattern: opted_out
     replicas: 0
   - pattern: shorter_ttl
-    ttl: 200ms
+    ttl: 800ms
 `
 	f, err := Parse("f.yaml", []byte(src))
 	if err != nil {
@@ -149,7 +149,7 @@ domains:
 	// Without defaults: 0 unless set; a timeout left out stays 0 (the
 	// runtime's default), and may be longer than the ttl of a domain that
 	// does not wait.
-	src = "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n  - pattern: b\n    replicas: 2\n  - pattern: c\n    replicas: 1\n    replica_timeout: 1ms\n    ttl: 12ms\n  - pattern: d\n    ttl: 10ms\n"
+	src = "version: 1\npackage: p\ndefaults: {ttl: 1s, renew: none}\ndomains:\n  - pattern: a\n  - pattern: b\n    replicas: 2\n  - pattern: c\n    replicas: 1\n    replica_timeout: 1ms\n    ttl: 12ms\n  - pattern: d\n    ttl: 10ms\n"
 	if f, err = Parse("f.yaml", []byte(src)); err != nil {
 		t.Fatal(err)
 	}
@@ -191,13 +191,13 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate key", "version: 1\npackage: p\npackage: q\ndomains: [{pattern: a, ttl: 1s}]\n", []string{
 			`f.yaml:3:1: duplicate key "package" (first at line 2); keep one`}},
 		{"renew from defaults too long", "version: 1\npackage: p\ndefaults: {renew: 5s}\ndomains:\n  - pattern: a\n    ttl: 2s\n", []string{
-			`f.yaml:6:10: domain "a": renew (5s) must come before the lease's local deadline, ttl (2s) less the drift allowance (22ms), or the lease expires before it is renewed (renew 5s is from defaults, line 3); use a shorter renew such as "667ms", or leave renew out to renew every ttl/3`}},
+			`f.yaml:6:10: domain "a": renew interval 5s leaves no room to renew a 2s lease: a renewal sent then, answered within the command timeout 500ms, would land after the lease's local deadline (ttl − drift 22ms); renew at most every 1.478s, or use a longer ttl or a shorter command timeout (renew 5s is from defaults, line 3; the command timeout is lockkit's default, 500ms, which lockkit.WithCommandTimeout changes)`}},
 		{"ttl not a duration", "version: 1\npackage: p\ndomains:\n  - pattern: a\n    ttl: 10\n  - pattern: b\n    ttl: [1s]\n  - pattern: c\n    ttl: 1.5ms\n", []string{
 			`f.yaml:5:10: domain "a": ttl is not a Go duration (got "10"); write a number with a unit, such as "250ms", "10s" or "1m30s"`,
 			`f.yaml:7:10: domain "b": ttl must be a Go duration such as "10s", not a list`,
 			`f.yaml:9:10: domain "c": ttl must be a whole number of milliseconds, as Redis counts them (got 1.5ms; such as 10ms)`}},
 		{"retry", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n    retry: {initial: 2s}\n  - pattern: b\n    retry: {attempts: 2, initial: 2s}\n  - pattern: c\n    retry: 3\n  - pattern: d\n    retry: {attempts: x, multiplier: .inf}\n", []string{
-			`f.yaml:6:12: domain "a": retry has no attempts; add the total number of tries, e.g. {attempts: 5}, or write retry: none for a single attempt`,
+			`f.yaml:6:12: domain "a": retry has neither attempts nor max_wait; add the total number of tries, e.g. {attempts: 5}, or how long to wait, e.g. {max_wait: 5s}, or write retry: none for a single attempt`,
 			`f.yaml:8:12: domain "b": retry initial (2s) is longer than max (1s), the cap on each backoff; make max at least 2s`,
 			`f.yaml:10:12: domain "c": retry must be "none" or a mapping, not the number 3; write "none" for a single attempt, or a mapping such as {attempts: 5, initial: 50ms, max: 1s}`,
 			`f.yaml:12:23: domain "d": retry: attempts must be a whole number such as 5, not "x"`,
@@ -244,15 +244,15 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:3:51: defaults: replica_timeout needs replicas > 0, but replicas is 0 (do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`,
 			`f.yaml:6:22: domain "a": replica_timeout needs replicas > 0, but replicas is 0 (from defaults, line 3: do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`,
 			`f.yaml:9:22: domain "b": replica_timeout needs replicas > 0, but replicas is 0 (do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`}},
-		{"replica_timeout vs ttl", "version: 1\npackage: p\ndefaults: {ttl: 40ms, replicas: 1}\ndomains:\n  - pattern: a\n    ttl: 1s\n  - pattern: b\n    ttl: 1s\n    replica_timeout: 1s\n  - pattern: c\n    replicas: 0\n  - pattern: d\n    ttl: 10ms\n", []string{
+		{"replica_timeout vs ttl", "version: 1\npackage: p\ndefaults: {ttl: 40ms, replicas: 1, renew: none}\ndomains:\n  - pattern: a\n    ttl: 1s\n  - pattern: b\n    ttl: 1s\n    replica_timeout: 1s\n  - pattern: c\n    replicas: 0\n  - pattern: d\n    ttl: 10ms\n", []string{
 			`f.yaml:3:17: defaults: replica_timeout (50ms, the default) must be shorter than ttl (40ms), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "4ms", or a longer ttl`,
 			`f.yaml:9:22: domain "b": replica_timeout (1s) must be shorter than ttl (1s), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "50ms", or a longer ttl`,
 			`f.yaml:13:10: domain "d": replica_timeout (50ms, the default) must be shorter than ttl (10ms), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "1ms", or a longer ttl`}},
-		{"replica_timeout in defaults without replicas there", "version: 1\npackage: p\ndefaults: {ttl: 40ms, replica_timeout: 10ms}\ndomains:\n  - pattern: a\n    replicas: 2\n", []string{
+		{"replica_timeout in defaults without replicas there", "version: 1\npackage: p\ndefaults: {ttl: 40ms, replica_timeout: 10ms, renew: none}\ndomains:\n  - pattern: a\n    replicas: 2\n", []string{
 			`f.yaml:3:40: defaults: replica_timeout needs replicas > 0, but replicas is 0 (the default: do not wait for replicas); set replicas to 1 or more, or remove replica_timeout`}},
-		{"replica_timeout from defaults vs ttl", "version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 1, replica_timeout: 500ms}\ndomains:\n  - pattern: a\n    ttl: 400ms\n  - pattern: b\n    replicas: 3\n  - pattern: c\n    replicas: 0\n    ttl: 100ms\n", []string{
+		{"replica_timeout from defaults vs ttl", "version: 1\npackage: p\ndefaults: {ttl: 1s, replicas: 1, replica_timeout: 500ms, renew: none}\ndomains:\n  - pattern: a\n    ttl: 400ms\n  - pattern: b\n    replicas: 3\n  - pattern: c\n    replicas: 0\n    ttl: 100ms\n", []string{
 			`f.yaml:6:10: domain "a": replica_timeout (500ms, from defaults, line 3) must be shorter than ttl (400ms), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "40ms", or a longer ttl`}},
-		{"default replica_timeout vs inherited ttl", "version: 1\npackage: p\ndefaults: {ttl: 40ms}\ndomains:\n  - pattern: a\n    replicas: 3\n  - pattern: b\n", []string{
+		{"default replica_timeout vs inherited ttl", "version: 1\npackage: p\ndefaults: {ttl: 40ms, renew: none}\ndomains:\n  - pattern: a\n    replicas: 3\n  - pattern: b\n", []string{
 			`f.yaml:6:15: domain "a": replica_timeout (50ms, the default) must be shorter than ttl (40ms, from defaults, line 3), or the lease could expire while the acquisition waits for replicas; set a shorter replica_timeout such as "4ms", or a longer ttl`}},
 	}
 	for _, tt := range tests {
@@ -320,7 +320,7 @@ func TestCheckPackageName(t *testing.T) {
 // runtime; the schema reports them at the offending value.
 func TestParseRefusesUnworkablePolicies(t *testing.T) {
 	for _, tc := range []struct{ name, domain, want string }{
-		{"renew just under the ttl", "ttl: 10s\n    renew: 9950ms", `f.yaml:6:12: domain "a": renew (9.95s) must come before the lease's local deadline, ttl (10s) less the drift allowance (102ms)`},
+		{"renew just under the ttl", "ttl: 10s\n    renew: 9950ms", `f.yaml:6:12: domain "a": renew interval 9.95s leaves no room to renew a 10s lease: a renewal sent then, answered within the command timeout 500ms, would land after the lease's local deadline (ttl − drift 102ms); renew at most every 9.398s`},
 		{"ttl all drift", "ttl: 2ms", `f.yaml:5:10: domain "a": ttl must be at least 10ms (got 2ms)`},
 		{"infinite multiplier", "ttl: 1s\n    retry: {attempts: 2, multiplier: .inf}", `multiplier must be`},
 		{"NaN jitter", "ttl: 1s\n    retry: {attempts: 2, jitter: .nan}", `jitter must be`},

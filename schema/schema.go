@@ -104,7 +104,8 @@ func (t ParamType) valid() bool {
 
 // Retry is a domain's acquire retry policy. Attempts is the total number of
 // attempts including the first; 1 means a single attempt ("retry: none"),
-// and then the other fields are zero.
+// and then the other fields are zero; 0 means attempts are not counted and
+// MaxWait (then > 0) bounds the wait ("retry: {max_wait: 5s}").
 type Retry struct {
 	Attempts   int
 	Initial    time.Duration // first backoff
@@ -115,7 +116,7 @@ type Retry struct {
 }
 
 // None reports whether the policy is a single attempt.
-func (r Retry) None() bool { return r.Attempts <= 1 }
+func (r Retry) None() bool { return r.Attempts == 1 || r.Attempts <= 0 && r.MaxWait <= 0 }
 
 // maxFileSize bounds how much of a schema file Load reads: a schema is a few
 // kilobytes, and a path such as /dev/zero or a mistaken binary must not be

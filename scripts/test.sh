@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (real redis-server,
-# redis-sentinel and PostgreSQL 15 from Debian's packages), then checks
+# redis-sentinel, PostgreSQL 15, ZooKeeper 3.8 and promtool from Debian's
+# packages: scripts/install-deps.sh), then checks
 # formatting, vets, checks generated code is fresh, and runs every test with
 # the race detector. Extra arguments go to `go test` (e.g. -run TestX).
 set -euo pipefail

@@ -17,7 +17,9 @@ import (
 // `go tool lockkit-gen`, and `go mod tidy` before and after the first
 // generation keeps everything `go generate` and `go build` need. (A bare
 // `go run github.com/lockkit/lockkit/cmd/lockkit-gen` line breaks after
-// tidy: tidy drops the requirement before the first generation.)
+// tidy: tidy drops the requirement before the first generation.) lockkit-vet
+// is a tool of the module too, and runs as docs/tools.md says: `go tool
+// lockkit-vet ./...` and `go vet -vettool=$(go tool -n lockkit-vet) ./...`.
 func TestToolDirectiveSurvivesTidy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a module with the go command")
@@ -65,7 +67,8 @@ func main() { fmt.Println(locks.Table("12")) }
 	run("mod", "edit",
 		"-require=github.com/lockkit/lockkit@v0.0.0-00010101000000-000000000000",
 		"-replace=github.com/lockkit/lockkit="+root,
-		"-tool=github.com/lockkit/lockkit/cmd/lockkit-gen")
+		"-tool=github.com/lockkit/lockkit/cmd/lockkit-gen",
+		"-tool=github.com/lockkit/lockkit/cmd/lockkit-vet")
 	run("mod", "tidy") // before the first generation: nothing imports lockkit yet
 	run("generate", "./...")
 	run("mod", "tidy") // after it: the generated file imports lockkit
@@ -80,4 +83,7 @@ func main() { fmt.Println(locks.Table("12")) }
 	}
 	// -check from the module root agrees with go generate's output.
 	run("tool", "lockkit-gen", "-check", "-config", "lockkit.yaml", "-out", "locks/locks_gen.go")
+	// lockkit-vet as docs/tools.md runs it: on its own, and through go vet.
+	run("tool", "lockkit-vet", "./...")
+	run("vet", "-vettool="+strings.TrimSpace(run("tool", "-n", "lockkit-vet")), "./...")
 }

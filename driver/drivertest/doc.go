@@ -5,8 +5,8 @@
 //   - MutualExclusion: clients with several goroutines each take one key
 //     in turn; an overlap counter and a non-atomic counter catch two
 //     holders, and fences (where the backend issues them) rise with each.
-//   - Contended: a held key is the bare ErrNotAcquired for a single
-//     attempt, and ErrNotAcquired after retries that ran out, never
+//   - Contended: a held key is ErrNotAcquired naming the key for a
+//     single attempt, and ErrNotAcquired after retries that ran out, never
 //     ErrUnavailable; a second Release is ErrNotHeld.
 //   - StaleToken: on the raw backend, Release and Extend with a token that
 //     does not hold the key answer held=false and change nothing.

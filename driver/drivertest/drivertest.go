@@ -276,9 +276,10 @@ func (s *suite) contended(t *testing.T) {
 	}
 	for i, c := range []*lockkit.Client{c1, c2} {
 		ran := false
-		err := lockOf(s.domain(t, c, longPolicy), "held").TryDo(ctxFor(t, patience), func(context.Context, *lockkit.Lease) error { ran = true; return nil })
-		if err != lockkit.ErrNotAcquired || ran { //nolint:errorlint // the bare value: contention allocates nothing
-			t.Errorf("%s: client %d: TryDo on a held lock = %v (fn ran: %v); want the bare ErrNotAcquired", s.h.Name, i+1, err, ran)
+		l := lockOf(s.domain(t, c, longPolicy), "held")
+		err := l.TryDo(ctxFor(t, patience), func(context.Context, *lockkit.Lease) error { ran = true; return nil })
+		if !errors.Is(err, lockkit.ErrNotAcquired) || ran || !strings.Contains(err.Error(), l.Key()) {
+			t.Errorf("%s: client %d: TryDo on a held lock = %v (fn ran: %v); want ErrNotAcquired naming the key %s", s.h.Name, i+1, err, ran, l.Key())
 		}
 		if _, err := lockOf(s.domain(t, c, longPolicy), "held").TryAcquire(ctxFor(t, patience)); !errors.Is(err, lockkit.ErrNotAcquired) {
 			t.Errorf("%s: client %d: TryAcquire on a held lock = %v; want ErrNotAcquired", s.h.Name, i+1, err)

@@ -102,8 +102,9 @@ var tableSpec = lockkit.DomainSpec{
 // write, so that a writer whose lease was lost is turned away.
 //
 // Policy: ttl 10s (LOCKKIT_TTL_TABLE overrides it), renewed every ttl/3; up to
-// 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5), for at
-// most 5s; fencing on (Lease.Fence).
+// 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5): 375ms to
+// 1.125s of backoff in all; max_wait 5s is longer, so it ends only an
+// acquisition whose attempts are slow; fencing on (Lease.Fence).
 type TableLock struct{ lockkit.Lock }
 
 // LockkitFencing marks TableLock as a lock of a fencing domain (lockkit.yaml:25), for
@@ -230,8 +231,9 @@ var jobSpec = lockkit.DomainSpec{
 // workers at once.
 //
 // Policy: ttl 30s (LOCKKIT_TTL_JOB overrides it), renewed every ttl/3; up to 3
-// attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5), for at
-// most 2s.
+// attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5): 75ms to
+// 225ms of backoff in all; max_wait 2s is longer, so it ends only an
+// acquisition whose attempts are slow.
 type JobLock struct{ lockkit.Lock }
 
 // Job returns the job lock on the key "lock:{job:<id>}" (lockkit.yaml:49). It

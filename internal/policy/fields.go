@@ -55,18 +55,18 @@ var Fields = []Field{
 	{
 		Name: "renew", GoName: "Renew", Type: "time.Duration", Default: "ttl/3",
 		Doc:  "How often a held lease is extended, or none to never renew (the lease is lost at its deadline).",
-		Rule: "A Go duration that leaves room before the lease's local deadline (ttl less 1% + 2ms of drift, and at run time less the client's command timeout).",
+		Rule: "A Go duration that leaves room for a renewal to be answered before the lease's local deadline: at most ttl less 1% + 2ms of drift less one command timeout (lockkit's default 500ms in the schema, the client's at run time).",
 	},
 	{
 		Name: "retry", GoName: "Retry", Type: "Retry", Default: "none",
 		Doc: "How acquiring retries while the lock is held by someone else: none (a single attempt) or a backoff policy.",
 		Fields: []Field{
-			{Name: "attempts", GoName: "Attempts", Type: "int", Doc: "Total number of attempts, the first included.", Rule: "At least 1 and at most 2147483647 (the largest int of 32-bit targets); required here or in defaults.retry."},
+			{Name: "attempts", GoName: "Attempts", Type: "int", Doc: "Total number of attempts, the first included.", Rule: "At least 1 and at most 2147483647 (the largest int of 32-bit targets). Left out here and in defaults.retry, attempts are not counted and max_wait, then required, bounds the wait."},
 			{Name: "initial", GoName: "Initial", Type: "time.Duration", Default: "50ms", Doc: "First backoff between attempts.", Rule: "Above 0."},
 			{Name: "max", GoName: "Max", Type: "time.Duration", Default: "1s", Doc: "Cap on one backoff.", Rule: "At least initial."},
 			{Name: "multiplier", GoName: "Multiplier", Type: "float64", Default: "2", Doc: "Growth of the backoff after each attempt.", Rule: "At least 1."},
 			{Name: "jitter", GoName: "Jitter", Type: "float64", Default: "0.5", Doc: "Randomization of each backoff.", Rule: "A fraction above 0 and at most 1 (it cannot be 0: contenders without jitter retry in lockstep)."},
-			{Name: "max_wait", GoName: "MaxWait", Type: "time.Duration", Default: "0s", Doc: "Bound on the total time spent acquiring; 0s means no bound beyond attempts and the context.", Rule: "A Go duration, at least 0."},
+			{Name: "max_wait", GoName: "MaxWait", Type: "time.Duration", Default: "0s", Doc: "Bound on the total time spent acquiring; 0s means no bound beyond attempts and the context. Without attempts, retries go on until it has passed.", Rule: "A Go duration, at least 0."},
 		},
 	},
 	{

@@ -103,8 +103,9 @@ var counterSpec = lockkit.DomainSpec{
 // Contended by the exclusivity test; retries until it gets the lock.
 //
 // Policy: ttl 5s (LOCKKIT_TTL_COUNTER overrides it), renewed every ttl/3; up
-// to 1000 attempts, backing off from 2ms to 10ms (multiplier 2, jitter 0.2),
-// for at most 20s.
+// to 1000 attempts, backing off from 2ms to 10ms (multiplier 2, jitter 0.2):
+// 7.9792s to 11.9688s of backoff in all; max_wait 20s is longer, so it ends
+// only an acquisition whose attempts are slow.
 type CounterLock struct{ lockkit.Lock }
 
 // Counter returns the counter lock on the key "e2e:{counter:<id>}"

@@ -86,7 +86,8 @@ var aSpec = lockkit.DomainSpec{
 // Do, TryDo, Acquire and TryAcquire come from lockkit.Lock.
 //
 // Policy: ttl 3s (LOCKKIT_TTL_A overrides it), renewed every ttl/3; up to 3
-// attempts, backing off from 10ms to 100ms (multiplier 2, jitter 0.5).
+// attempts, backing off from 10ms to 100ms (multiplier 2, jitter 0.5): 15ms to
+// 45ms of backoff in all.
 type ALock struct{ lockkit.Lock }
 
 // A returns the a lock on the key "lock:{a:<id>}" (lockkit.yaml:8). It does no
@@ -127,7 +128,8 @@ var bSpec = lockkit.DomainSpec{
 // Its Do, TryDo, Acquire and TryAcquire come from lockkit.Lock.
 //
 // Policy: ttl 3s (LOCKKIT_TTL_B overrides it), renewed every 1s; up to 3
-// attempts, backing off from 10ms to 100ms (multiplier 2, jitter 0.5).
+// attempts, backing off from 10ms to 100ms (multiplier 2, jitter 0.5): 15ms to
+// 45ms of backoff in all.
 type BLock struct{ lockkit.Lock }
 
 // B returns the b lock on the key "lock:{b:<id>}" (lockkit.yaml:10). It does

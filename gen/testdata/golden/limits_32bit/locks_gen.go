@@ -86,7 +86,8 @@ var tableSpec = lockkit.DomainSpec{
 //
 // Policy: ttl 10s (LOCKKIT_TTL_TABLE overrides it), renewed every ttl/3; up to
 // 2147483647 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5),
-// for at most 5s; waits for 2147483647 replicas (WAIT, up to 50ms).
+// until 5s (max_wait) has passed, before the attempts can run out; waits for
+// 2147483647 replicas (WAIT, up to 50ms).
 type TableLock struct{ lockkit.Lock }
 
 // Table returns the table lock on the key "lock:{table:<id>}"

@@ -106,8 +106,8 @@ var inheritedSpec = lockkit.DomainSpec{
 // lockkit.Lock.
 //
 // Policy: ttl 10s (LOCKKIT_TTL_INHERITED overrides it), renewed every 2s; up
-// to 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
-// fencing on (Lease.Fence).
+// to 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25):
+// 356.25ms to 593.75ms of backoff in all; fencing on (Lease.Fence).
 type InheritedLock struct{ lockkit.Lock }
 
 // LockkitFencing marks InheritedLock as a lock of a fencing domain (lockkit.yaml:10), for
@@ -157,7 +157,9 @@ var overrideSomeSpec = lockkit.DomainSpec{
 //
 // Policy: ttl 10s (LOCKKIT_TTL_OVERRIDE_SOME overrides it), renewed every 2s;
 // up to 10 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter
-// 0.25), for at most 30s; fencing on (Lease.Fence).
+// 0.25): 5.194335937s to 8.657226562s of backoff in all; max_wait 30s is
+// longer, so it ends only an acquisition whose attempts are slow; fencing on
+// (Lease.Fence).
 type OverrideSomeLock struct{ lockkit.Lock }
 
 // LockkitFencing marks OverrideSomeLock as a lock of a fencing domain (lockkit.yaml:11), for
@@ -240,8 +242,8 @@ var neverRenewedSpec = lockkit.DomainSpec{
 // come from lockkit.Lock.
 //
 // Policy: ttl 1.5s (LOCKKIT_TTL_NEVER_RENEWED overrides it), never renewed; up
-// to 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
-// fencing on (Lease.Fence).
+// to 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25):
+// 356.25ms to 593.75ms of backoff in all; fencing on (Lease.Fence).
 type NeverRenewedLock struct{ lockkit.Lock }
 
 // LockkitFencing marks NeverRenewedLock as a lock of a fencing domain (lockkit.yaml:16), for
@@ -289,8 +291,8 @@ var longSpec = lockkit.DomainSpec{
 // lockkit.Lock.
 //
 // Policy: ttl 2h (LOCKKIT_TTL_LONG overrides it), renewed every 1h30m; up to 2
-// attempts, backing off from 1m to 1h30m (multiplier 1, jitter 0.1); fencing
-// on (Lease.Fence).
+// attempts, backing off from 1m to 1h30m (multiplier 1, jitter 0.1): 54s to
+// 1m6s of backoff in all; fencing on (Lease.Fence).
 type LongLock struct{ lockkit.Lock }
 
 // LockkitFencing marks LongLock as a lock of a fencing domain (lockkit.yaml:19), for
@@ -320,7 +322,7 @@ var fineSpec = lockkit.DomainSpec{
 	Pattern: "fine",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:   10 * time.Millisecond,
+		TTL:   time.Second,
 		Renew: 2500 * time.Microsecond,
 		Retry: lockkit.Retry{
 			Attempts:   4,
@@ -337,9 +339,9 @@ var fineSpec = lockkit.DomainSpec{
 // (lockkit.yaml:23). Its Do, TryDo, Acquire and TryAcquire come from
 // lockkit.Lock.
 //
-// Policy: ttl 10ms (LOCKKIT_TTL_FINE overrides it), renewed every 2.5ms; up to
-// 4 attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25);
-// fencing on (Lease.Fence).
+// Policy: ttl 1s (LOCKKIT_TTL_FINE overrides it), renewed every 2.5ms; up to 4
+// attempts, backing off from 100ms to 2s (multiplier 1.5, jitter 0.25):
+// 356.25ms to 593.75ms of backoff in all; fencing on (Lease.Fence).
 type FineLock struct{ lockkit.Lock }
 
 // LockkitFencing marks FineLock as a lock of a fencing domain (lockkit.yaml:23), for

@@ -162,7 +162,7 @@ var quickSpec = lockkit.DomainSpec{
 	Pattern: "quick:{id}",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:            100 * time.Millisecond,
+		TTL:            800 * time.Millisecond,
 		Replicas:       1,
 		ReplicaTimeout: 20 * time.Millisecond,
 	},
@@ -172,7 +172,7 @@ var quickSpec = lockkit.DomainSpec{
 // (lockkit.yaml:14). Its Do, TryDo, Acquire and TryAcquire come from
 // lockkit.Lock.
 //
-// Policy: ttl 100ms (LOCKKIT_TTL_QUICK overrides it), renewed every ttl/3; a
+// Policy: ttl 800ms (LOCKKIT_TTL_QUICK overrides it), renewed every ttl/3; a
 // single attempt; waits for 1 replica (WAIT, up to 20ms).
 type QuickLock struct{ lockkit.Lock }
 
@@ -250,8 +250,8 @@ var slowSpec = lockkit.DomainSpec{
 // lockkit.Lock.
 //
 // Policy: ttl 2m (LOCKKIT_TTL_SLOW overrides it), renewed every ttl/3; up to 3
-// attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5); waits for
-// 3 replicas (WAIT, up to 1s).
+// attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5): 75ms to
+// 225ms of backoff in all; waits for 3 replicas (WAIT, up to 1s).
 type SlowLock struct{ lockkit.Lock }
 
 // Slow returns the slow lock on the key "lock:{slow:<id>}" (lockkit.yaml:19).

@@ -138,8 +138,9 @@ var seatSpec = lockkit.DomainSpec{
 // lockkit.Lock.
 //
 // Policy: ttl 10s (LOCKKIT_TTL_SEAT overrides it), renewed every ttl/3; up to
-// 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5), for at
-// most 2s.
+// 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5): 375ms to
+// 1.125s of backoff in all; max_wait 2s is longer, so it ends only an
+// acquisition whose attempts are slow.
 type SeatLock struct{ lockkit.Lock }
 
 // Seat returns the seat lock on the key "lock:{seat:<id>}" (lockkit.yaml:12).
