@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -210,6 +211,17 @@ func ClusterSlot(key string) int {
 
 // FenceKey is the fence counter of the lock at key.
 func FenceKey(key string) string { return key + FenceSuffix }
+
+// PermitSuffix follows a semaphore's key in each of its permit slots.
+const PermitSuffix = ":permit:"
+
+// PermitKey is slot i (0 ≤ i < permits) of the semaphore at key: an
+// ordinary lock key, after key's hash tag so that every slot shares the
+// semaphore's Redis Cluster slot. It ends in a digit, and a lock key ends
+// in '}', so no slot is ever another domain's lock.
+func PermitKey(key string, i int) string {
+	return key + PermitSuffix + strconv.Itoa(i)
+}
 
 // CheckPrefix reports a prefix that would move the hash tag.
 func CheckPrefix(prefix string) error {
