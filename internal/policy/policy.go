@@ -435,6 +435,16 @@ func CheckPermits(permits int) error {
 	return nil
 }
 
+// TypeName is the generated type of a domain's keys: its Go name and the
+// kind's noun (UserDigestLock, PartnerAPISemaphore). The schema checks the
+// name is free; the generator declares it.
+func TypeName(goName, kind string) string {
+	if kind == KindSemaphore {
+		return goName + "Semaphore"
+	}
+	return goName + "Lock"
+}
+
 // EnvPermitsPrefix starts the environment variables that override a
 // semaphore's permits at run time: LOCKKIT_PERMITS_<NAME>=<whole number>.
 // NAME is spelled as for EnvTTLPrefix.

@@ -159,27 +159,31 @@ var partnerAPISpec = lockkit.DomainSpec{
 	},
 }
 
-// PartnerAPILock is the lock on one key of the partner domain,
+// PartnerAPISemaphore is the semaphore on one key of the partner domain,
 // "partner:{customer}" (lockkit.yaml:10). Its Do, TryDo, Acquire and
-// TryAcquire come from lockkit.Lock.
+// TryAcquire come from lockkit.Semaphore.
+//
+// At most 3 holders at once, each holding a permit: a lease of its own
+// (Lease.Key names the permit; fence per Lease.Key).
 //
 // Policy: ttl 10s (LOCKKIT_TTL_PARTNER overrides it), renewed every ttl/3; up
 // to 10 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5), for
 // at most 5s; 3 permits (LOCKKIT_PERMITS_PARTNER overrides it).
-type PartnerAPILock struct{ lockkit.Lock }
+type PartnerAPISemaphore struct{ lockkit.Semaphore }
 
-// PartnerAPI returns the partner lock on the key "lock:{partner:<customer>}"
-// (lockkit.yaml:10). It does not touch Redis.
-func (l *Locks) PartnerAPI(customer string) PartnerAPILock {
-	return PartnerAPILock{l.partnerAPI.Key(8 + len(customer)).Literal("partner:").String(customer).Lock()}
+// PartnerAPI returns the partner semaphore on the key
+// "lock:{partner:<customer>}" (lockkit.yaml:10). It does not touch Redis.
+func (l *Locks) PartnerAPI(customer string) PartnerAPISemaphore {
+	return PartnerAPISemaphore{l.partnerAPI.Key(8 + len(customer)).Literal("partner:").String(customer).Semaphore()}
 }
 
-// PartnerAPI returns the partner lock on the key "lock:{partner:<customer>}"
-// (lockkit.yaml:10) from the Locks set by SetDefault. Before SetDefault, the
-// lock's methods return lockkit.ErrNoClient.
-func PartnerAPI(customer string) PartnerAPILock {
+// PartnerAPI returns the partner semaphore on the key
+// "lock:{partner:<customer>}" (lockkit.yaml:10) from the Locks set by
+// SetDefault. Before SetDefault, the semaphore's methods return
+// lockkit.ErrNoClient.
+func PartnerAPI(customer string) PartnerAPISemaphore {
 	if l := defaultLocks.Load(); l != nil {
 		return l.PartnerAPI(customer)
 	}
-	return PartnerAPILock{}
+	return PartnerAPISemaphore{}
 }
