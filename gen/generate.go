@@ -91,7 +91,8 @@ type fileView struct {
 
 type domainView struct {
 	GoName   string // "UserDigest": the constructor
-	TypeName string // "UserDigestLock"
+	TypeName string // "UserDigestLock", "PartnerAPISemaphore"
+	Kind     string // "lock", "election", "semaphore"
 	Field    string // "userDigest": its field in Locks
 	SpecVar  string // "userDigestSpec"
 	Ref      string // "lockkit.yaml:12"
@@ -99,7 +100,7 @@ type domainView struct {
 	Policy   []kv   // the Policy's fields before Retry
 	Retry    []kv   // the Retry's fields; none for a single attempt
 	Fencing  bool
-	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold, Kind, Permits
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -174,7 +175,8 @@ func newFileView(f *schema.File, pkg string) *fileView {
 		base := lowerInitial(d.GoName)
 		dv := &domainView{
 			GoName:   d.GoName,
-			TypeName: d.GoName + "Lock",
+			TypeName: policy.TypeName(d.GoName, d.Kind),
+			Kind:     d.Kind,
 			Field:    fields.fresh(base),
 			SpecVar:  topLevel.fresh(base + "Spec"),
 			Ref:      fmt.Sprintf("%s:%d", source, d.Pos.Line),
@@ -241,6 +243,12 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	if d.MaxHold > 0 {
 		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
 	}
+	if d.Kind != "" && d.Kind != policy.KindLock {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Kind", Value: strconv.Quote(d.Kind)})
+	}
+	if d.Permits > 0 {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Permits", Value: strconv.Itoa(d.Permits)})
+	}
 
 	// Parameters keep their schema names unless one would shadow a name the
 	// bodies use; then it gets a "_" suffix.
@@ -297,8 +305,12 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 		hint = append([]string{strconv.Itoa(n)}, hint...)
 	}
 	key := "Key(" + strings.Join(hint, " + ") + ")"
+	finish := ".Lock()"
+	if d.Kind == policy.KindSemaphore {
+		finish = ".Semaphore()"
+	}
 	if line := strings.Join(append([]string{key}, calls...), "."); len(line) <= 80 {
-		dv.Build = line + ".Lock()"
+		dv.Build = line + finish
 	} else {
 		// A long chain gets a line per literal and the parameters after it.
 		lines := []string{key}
@@ -309,14 +321,22 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 				lines[len(lines)-1] += "." + c
 			}
 		}
-		lines[len(lines)-1] += ".Lock()"
+		lines[len(lines)-1] += finish
 		dv.Build = strings.Join(lines, ".\n")
 	}
 
 	// Doc comments.
 	shape := keyShape(prefix, d.Segments)
-	dv.TypeDoc = wrap(fmt.Sprintf("%s is the lock on one key of the %s domain, %q (%s). Its Do, TryDo, Acquire and TryAcquire come from lockkit.Lock.",
-		dv.TypeName, d.Name, d.Pattern, dv.Ref))
+	noun, runtimeType := "lock", "lockkit.Lock"
+	if d.Kind == policy.KindSemaphore {
+		noun, runtimeType = "semaphore", "lockkit.Semaphore"
+	}
+	dv.TypeDoc = wrap(fmt.Sprintf("%s is the %s on one key of the %s domain, %q (%s). Its Do, TryDo, Acquire and TryAcquire come from %s.",
+		dv.TypeName, noun, d.Name, d.Pattern, dv.Ref, runtimeType))
+	if d.Kind == policy.KindSemaphore {
+		dv.TypeDoc = append(dv.TypeDoc, "")
+		dv.TypeDoc = append(dv.TypeDoc, wrap(fmt.Sprintf("At most %d holders at once, each holding a permit: a lease of its own (Lease.Key names the permit; fence per Lease.Key).", d.Permits))...)
+	}
 	if d.Description != "" {
 		dv.TypeDoc = append(dv.TypeDoc, "")
 		for _, line := range strings.Split(d.Description, "\n") {
@@ -325,9 +345,9 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	dv.TypeDoc = append(dv.TypeDoc, "")
 	dv.TypeDoc = append(dv.TypeDoc, wrap("Policy: "+policyText(d)+".")...)
-	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s). It does no I/O.", d.GoName, d.Name, shape, dv.Ref))
-	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the lock's methods return lockkit.ErrNoClient.",
-		d.GoName, d.Name, shape, dv.Ref))
+	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s). It does no I/O.", d.GoName, d.Name, noun, shape, dv.Ref))
+	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the %s's methods return lockkit.ErrNoClient.",
+		d.GoName, d.Name, noun, shape, dv.Ref, noun))
 }
 
 // maxDigits is the longest decimal form of a value of an integer type.
@@ -389,6 +409,9 @@ func policyText(d *schema.Domain) string {
 	}
 	if d.MaxHold > 0 {
 		parts = append(parts, fmt.Sprintf("held at most %s (%s overrides it)", shortDuration(d.MaxHold), policy.EnvMaxHoldName(d.Name)))
+	}
+	if d.Permits > 0 {
+		parts = append(parts, fmt.Sprintf("%d permits (%s overrides it)", d.Permits, policy.EnvPermitsName(d.Name)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -48,7 +48,7 @@ type Client struct {
 	brSettings breaker.Settings
 	telOpts    obs.Options
 	tel        *obs.Instruments
-	ttlEnv     map[string]time.Duration
+	env        map[string]envOverride // the LOCKKIT_* overrides, by variable
 
 	// replicated names the deployment when it fails over to asynchronous
 	// replicas (Sentinel, Cluster); quietReplicas are the domains whose
@@ -228,13 +228,13 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 	if err := c.open(b); err != nil {
 		return nil, err
 	}
-	env := environ()
+	raw := environ()
 	if c.sharedEnv {
-		env = c.dropOthersOverrides(env)
+		raw = c.dropOthersOverrides(raw)
 	}
-	ttlEnv, err := readOverrides(env)
+	env, err := readOverrides(raw)
 	if err == nil {
-		err = checkOverridesNameDomains(ttlEnv)
+		err = checkOverridesNameDomains(env)
 	}
 	if err == nil {
 		err = checkRegisteredOverlaps()
@@ -243,7 +243,7 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 		_ = c.be.Close() // what the backend started of its own (Redlock's workers)
 		return nil, err
 	}
-	c.ttlEnv = ttlEnv
+	c.env = env
 	return c, nil
 }
 
@@ -364,6 +364,7 @@ func RegisterDomains(specs ...DomainSpec) {
 		registered.byEnv[policy.EnvName(s.Name)] = s.Name
 		registered.byEnv[policy.EnvMaxHoldName(s.Name)] = s.Name
 		registerKeys(pkg, s)
+		registered.byEnv[policy.EnvPermitsName(s.Name)] = s.Name
 	}
 }
 
@@ -427,11 +428,11 @@ func checkRegisteredOverlaps() error {
 
 // checkOverridesNameDomains fails, naming the variable, when a TTL override
 // names no registered domain.
-func checkOverridesNameDomains(ttlEnv map[string]time.Duration) error {
+func checkOverridesNameDomains(env map[string]envOverride) error {
 	registered.Lock()
 	defer registered.Unlock()
 	var errs []error
-	for name := range ttlEnv {
+	for name := range env {
 		if _, ok := registered.byEnv[name]; ok {
 			continue
 		}
@@ -520,7 +521,8 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	p := spec.Policy
 	var scaleErr error
 	env := policy.EnvName(spec.Name)
-	ttl, overridden := c.ttlEnv[env]
+	ttlOverride, overridden := c.env[env]
+	ttl := ttlOverride.d
 	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
@@ -530,9 +532,14 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		p.TTL = ttl
 	}
 	maxHoldEnv := policy.EnvMaxHoldName(spec.Name)
-	maxHold, maxHoldOverridden := c.ttlEnv[maxHoldEnv]
+	maxHold, maxHoldOverridden := c.env[maxHoldEnv]
 	if maxHoldOverridden {
-		p.MaxHold = maxHold
+		p.MaxHold = maxHold.d
+	}
+	permitsEnv := policy.EnvPermitsName(spec.Name)
+	permits, permitsOverridden := c.env[permitsEnv]
+	if permitsOverridden {
+		p.Permits = permits.n
 	}
 	d.policy = p.withDefaults()
 	var errs []error
@@ -549,7 +556,10 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
 		}
 		if maxHoldOverridden {
-			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold, maxHoldEnv)
+			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold.d, maxHoldEnv)
+		}
+		if permitsOverridden {
+			err = fmt.Errorf("%w (with the permits %d from %s)", err, permits.n, permitsEnv)
 		}
 		errs = append(errs, err)
 	}
@@ -566,6 +576,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	if c.noQueue != nil && d.policy.fifo() {
 		errs = append(errs, c.noQueue)
+	}
+	if err := c.checkKind(d.policy.Kind); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)

@@ -311,6 +311,24 @@ func ExampleWithCommandTimeout() {
 	// timeout 50ms: domain refused: false
 }
 
+// Services that share one environment see each other's overrides: with
+// WithSharedEnvironment, a LOCKKIT_TTL_* variable that names no domain of
+// this program is logged and ignored instead of failing New.
+func ExampleWithSharedEnvironment() {
+	rdb, stop := exampleRedis()
+	defer stop()
+	os.Setenv("LOCKKIT_TTL_SOMEONE_ELSES_DOMAIN", "5s")
+	defer os.Unsetenv("LOCKKIT_TTL_SOMEONE_ELSES_DOMAIN")
+	_, err := lockkit.New(goredis.New(rdb))
+	fmt.Println("strict:", err != nil)
+	client, err := lockkit.New(goredis.New(rdb), lockkit.WithSharedEnvironment(), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	fmt.Println("shared:", err)
+	client.Close(context.Background())
+	// Output:
+	// strict: true
+	// shared: <nil>
+}
+
 // Keys that carry personal data are recorded hashed on spans: searchable with
 // telemetry.HashKey, not readable.
 func ExampleWithKeyMode() {

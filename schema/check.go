@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lockkit/lockkit/internal/policy"
 )
 
 // validName reports whether s is a domain name: [a-z][a-z0-9_]*.
@@ -141,9 +143,10 @@ func (p *parser) checkDomains() {
 		if d.GoName == "" {
 			continue
 		}
-		mine := []owner{{d, "constructor " + d.GoName}, {d, "type " + d.GoName + "Lock"}}
+		typeName := policy.TypeName(d.GoName, d.Kind)
+		mine := []owner{{d, "constructor " + d.GoName}, {d, "type " + typeName}}
 		clash := false
-		for i, id := range []string{d.GoName, d.GoName + "Lock"} {
+		for i, id := range []string{d.GoName, typeName} {
 			prev, taken := idents[id]
 			switch {
 			case !taken:
@@ -162,7 +165,7 @@ func (p *parser) checkDomains() {
 			continue
 		}
 		idents[d.GoName] = mine[0]
-		idents[d.GoName+"Lock"] = mine[1]
+		idents[typeName] = mine[1]
 	}
 
 	var valid []*domainEntry

@@ -19,6 +19,7 @@ const _ = lockkit.SupportPackageIsVersion1
 // Make one with New, or use the package-level helpers after SetDefault.
 type Locks struct {
 	table      *lockkit.Domain
+	partnerAPI *lockkit.Domain
 	userDigest *lockkit.Domain
 	cron       *lockkit.Domain
 	job        *lockkit.Domain
@@ -32,6 +33,7 @@ func New(c *lockkit.Client) *Locks {
 	}
 	return &Locks{
 		table:      c.Domain(tableSpec),
+		partnerAPI: c.Domain(partnerAPISpec),
 		userDigest: c.Domain(userDigestSpec),
 		cron:       c.Domain(cronSpec),
 		job:        c.Domain(jobSpec),
@@ -44,6 +46,7 @@ func New(c *lockkit.Client) *Locks {
 func (l *Locks) Err() error {
 	return errors.Join(
 		l.table.Err(),
+		l.partnerAPI.Err(),
 		l.userDigest.Err(),
 		l.cron.Err(),
 		l.job.Err(),
@@ -55,6 +58,7 @@ func (l *Locks) Err() error {
 func init() {
 	lockkit.RegisterDomains(
 		tableSpec,
+		partnerAPISpec,
 		userDigestSpec,
 		cronSpec,
 		jobSpec,
@@ -63,8 +67,8 @@ func init() {
 
 var defaultLocks atomic.Pointer[Locks]
 
-// SetDefault binds the package-level helpers (Table, UserDigest, Cron and Job)
-// to c. Until then, or after SetDefault(nil), their locks return
+// SetDefault binds the package-level helpers (Table, PartnerAPI, UserDigest,
+// Cron and Job) to c. Until then, or after SetDefault(nil), their locks return
 // lockkit.ErrNoClient.
 func SetDefault(c *lockkit.Client) {
 	if c == nil {
@@ -128,7 +132,61 @@ func Table(id string) TableLock {
 	return TableLock{}
 }
 
-// userDigestSpec is the domain declared at lockkit.yaml:32.
+// partnerAPISpec is the domain declared at lockkit.yaml:32.
+var partnerAPISpec = lockkit.DomainSpec{
+	Name:    "partner",
+	Pattern: "partner:{customer}",
+	Prefix:  "lock:",
+	Policy: lockkit.Policy{
+		TTL: 30 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   100,
+			Initial:    20 * time.Millisecond,
+			Max:        200 * time.Millisecond,
+			Multiplier: 2,
+			Jitter:     0.5,
+			MaxWait:    10 * time.Second,
+		},
+		Kind:    "semaphore",
+		Permits: 3,
+	},
+}
+
+// PartnerAPISemaphore is the semaphore on one key of the partner domain,
+// "partner:{customer}" (lockkit.yaml:32). Its Do, TryDo, Acquire and
+// TryAcquire come from lockkit.Semaphore.
+//
+// At most 3 holders at once, each holding a permit: a lease of its own
+// (Lease.Key names the permit; fence per Lease.Key).
+//
+// Calls to a partner's API for one customer: the partner allows at most
+// three in flight per customer. Each call holds one of three permits, a
+// lease of its own; the others wait.
+//
+// Policy: ttl 30s (LOCKKIT_TTL_PARTNER overrides it), renewed every ttl/3; up
+// to 100 attempts, backing off from 20ms to 200ms (multiplier 2, jitter 0.5):
+// 9.65s to 28.95s of backoff in all, or until 10s (max_wait) has passed if
+// that comes first; 3 permits (LOCKKIT_PERMITS_PARTNER overrides it).
+type PartnerAPISemaphore struct{ lockkit.Semaphore }
+
+// PartnerAPI returns the partner semaphore on the key
+// "lock:{partner:<customer>}" (lockkit.yaml:32). It does no I/O.
+func (l *Locks) PartnerAPI(customer string) PartnerAPISemaphore {
+	return PartnerAPISemaphore{l.partnerAPI.Key(8 + len(customer)).Literal("partner:").String(customer).Semaphore()}
+}
+
+// PartnerAPI returns the partner semaphore on the key
+// "lock:{partner:<customer>}" (lockkit.yaml:32) from the Locks set by
+// SetDefault. Before SetDefault, the semaphore's methods return
+// lockkit.ErrNoClient.
+func PartnerAPI(customer string) PartnerAPISemaphore {
+	if l := defaultLocks.Load(); l != nil {
+		return l.PartnerAPI(customer)
+	}
+	return PartnerAPISemaphore{}
+}
+
+// userDigestSpec is the domain declared at lockkit.yaml:47.
 var userDigestSpec = lockkit.DomainSpec{
 	Name:    "user_digest",
 	Pattern: "user:{id:int64}:digest",
@@ -139,7 +197,7 @@ var userDigestSpec = lockkit.DomainSpec{
 }
 
 // UserDigestLock is the lock on one key of the user_digest domain,
-// "user:{id:int64}:digest" (lockkit.yaml:32). Its Do, TryDo, Acquire and
+// "user:{id:int64}:digest" (lockkit.yaml:47). Its Do, TryDo, Acquire and
 // TryAcquire come from lockkit.Lock.
 //
 // Sending one user's digest email. A single attempt: a worker that finds
@@ -150,13 +208,13 @@ var userDigestSpec = lockkit.DomainSpec{
 type UserDigestLock struct{ lockkit.Lock }
 
 // UserDigest returns the user_digest lock on the key "lock:{user:<id>:digest}"
-// (lockkit.yaml:32). It does no I/O.
+// (lockkit.yaml:47). It does no I/O.
 func (l *Locks) UserDigest(id int64) UserDigestLock {
 	return UserDigestLock{l.userDigest.Key(32).Literal("user:").Int(id).Literal(":digest").Lock()}
 }
 
 // UserDigest returns the user_digest lock on the key "lock:{user:<id>:digest}"
-// (lockkit.yaml:32) from the Locks set by SetDefault. Before SetDefault, the
+// (lockkit.yaml:47) from the Locks set by SetDefault. Before SetDefault, the
 // lock's methods return lockkit.ErrNoClient.
 func UserDigest(id int64) UserDigestLock {
 	if l := defaultLocks.Load(); l != nil {
@@ -165,7 +223,7 @@ func UserDigest(id int64) UserDigestLock {
 	return UserDigestLock{}
 }
 
-// cronSpec is the domain declared at lockkit.yaml:39.
+// cronSpec is the domain declared at lockkit.yaml:54.
 var cronSpec = lockkit.DomainSpec{
 	Name:    "cron",
 	Pattern: "cron:{job}:{hour:int64}",
@@ -176,7 +234,7 @@ var cronSpec = lockkit.DomainSpec{
 }
 
 // CronLock is the lock on one key of the cron domain,
-// "cron:{job}:{hour:int64}" (lockkit.yaml:39). Its Do, TryDo, Acquire and
+// "cron:{job}:{hour:int64}" (lockkit.yaml:54). Its Do, TryDo, Acquire and
 // TryAcquire come from lockkit.Lock.
 //
 // One run of a cron job in one hour, when every replica fires it. hour is
@@ -190,13 +248,13 @@ var cronSpec = lockkit.DomainSpec{
 type CronLock struct{ lockkit.Lock }
 
 // Cron returns the cron lock on the key "lock:{cron:<job>:<hour>}"
-// (lockkit.yaml:39). It does no I/O.
+// (lockkit.yaml:54). It does no I/O.
 func (l *Locks) Cron(job string, hour int64) CronLock {
 	return CronLock{l.cron.Key(26 + len(job)).Literal("cron:").String(job).Literal(":").Int(hour).Lock()}
 }
 
 // Cron returns the cron lock on the key "lock:{cron:<job>:<hour>}"
-// (lockkit.yaml:39) from the Locks set by SetDefault. Before SetDefault, the
+// (lockkit.yaml:54) from the Locks set by SetDefault. Before SetDefault, the
 // lock's methods return lockkit.ErrNoClient.
 func Cron(job string, hour int64) CronLock {
 	if l := defaultLocks.Load(); l != nil {
@@ -205,7 +263,7 @@ func Cron(job string, hour int64) CronLock {
 	return CronLock{}
 }
 
-// jobSpec is the domain declared at lockkit.yaml:49.
+// jobSpec is the domain declared at lockkit.yaml:64.
 var jobSpec = lockkit.DomainSpec{
 	Name:    "job",
 	Pattern: "job:{id}",
@@ -224,7 +282,7 @@ var jobSpec = lockkit.DomainSpec{
 }
 
 // JobLock is the lock on one key of the job domain, "job:{id}"
-// (lockkit.yaml:49). Its Do, TryDo, Acquire and TryAcquire come from
+// (lockkit.yaml:64). Its Do, TryDo, Acquire and TryAcquire come from
 // lockkit.Lock.
 //
 // A queue job being processed, for queues that may deliver a job to two
@@ -236,13 +294,13 @@ var jobSpec = lockkit.DomainSpec{
 // acquisition whose attempts are slow.
 type JobLock struct{ lockkit.Lock }
 
-// Job returns the job lock on the key "lock:{job:<id>}" (lockkit.yaml:49). It
+// Job returns the job lock on the key "lock:{job:<id>}" (lockkit.yaml:64). It
 // does no I/O.
 func (l *Locks) Job(id string) JobLock {
 	return JobLock{l.job.Key(4 + len(id)).Literal("job:").String(id).Lock()}
 }
 
-// Job returns the job lock on the key "lock:{job:<id>}" (lockkit.yaml:49) from
+// Job returns the job lock on the key "lock:{job:<id>}" (lockkit.yaml:64) from
 // the Locks set by SetDefault. Before SetDefault, the lock's methods return
 // lockkit.ErrNoClient.
 func Job(id string) JobLock {
