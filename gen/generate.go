@@ -99,7 +99,7 @@ type domainView struct {
 	Policy   []kv   // the Policy's fields before Retry
 	Retry    []kv   // the Retry's fields; none for a single attempt
 	Fencing  bool
-	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold, Kind, Permits
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -242,6 +242,12 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	if d.MaxHold > 0 {
 		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
+	}
+	if d.Kind != "" && d.Kind != policy.KindLock {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Kind", Value: strconv.Quote(d.Kind)})
+	}
+	if d.Permits > 0 {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Permits", Value: strconv.Itoa(d.Permits)})
 	}
 
 	// Parameters keep their schema names unless one would shadow a name the
@@ -396,6 +402,9 @@ func policyText(d *schema.Domain) string {
 	}
 	if d.MaxHold > 0 {
 		parts = append(parts, fmt.Sprintf("held at most %s (%s overrides it)", shortDuration(d.MaxHold), policy.EnvMaxHoldName(d.Name)))
+	}
+	if d.Permits > 0 {
+		parts = append(parts, fmt.Sprintf("%d permits (%s overrides it)", d.Permits, policy.EnvPermitsName(d.Name)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -45,7 +45,7 @@ type Client struct {
 	brSettings breaker.Settings
 	telOpts    obs.Options
 	tel        *obs.Instruments
-	ttlEnv     map[string]time.Duration
+	env        map[string]envOverride // the LOCKKIT_* overrides, by variable
 
 	// replicated names the deployment when it fails over to asynchronous
 	// replicas (Sentinel, Cluster); quietReplicas are the domains whose
@@ -209,15 +209,15 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 	if err := c.open(b); err != nil {
 		return nil, err
 	}
-	ttlEnv, err := readOverrides(environ())
+	env, err := readOverrides(environ())
 	if err == nil {
-		err = checkOverridesNameDomains(ttlEnv)
+		err = checkOverridesNameDomains(env)
 	}
 	if err != nil {
 		_ = c.be.Close() // what the backend started of its own (Redlock's workers)
 		return nil, err
 	}
-	c.ttlEnv = ttlEnv
+	c.env = env
 	return c, nil
 }
 
@@ -331,16 +331,17 @@ func RegisterDomains(specs ...DomainSpec) {
 	for _, s := range specs {
 		registered.byEnv[policy.EnvName(s.Name)] = s.Name
 		registered.byEnv[policy.EnvMaxHoldName(s.Name)] = s.Name
+		registered.byEnv[policy.EnvPermitsName(s.Name)] = s.Name
 	}
 }
 
 // checkOverridesNameDomains fails, naming the variable, when a TTL override
 // names no registered domain.
-func checkOverridesNameDomains(ttlEnv map[string]time.Duration) error {
+func checkOverridesNameDomains(env map[string]envOverride) error {
 	registered.Lock()
 	defer registered.Unlock()
 	var errs []error
-	for name := range ttlEnv {
+	for name := range env {
 		if _, ok := registered.byEnv[name]; ok {
 			continue
 		}
@@ -405,7 +406,8 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	p := spec.Policy
 	env := policy.EnvName(spec.Name)
-	ttl, overridden := c.ttlEnv[env]
+	ttlOverride, overridden := c.env[env]
+	ttl := ttlOverride.d
 	if overridden {
 		// Keep the renew interval's share of the TTL: a schema saying
 		// ttl 30s, renew 10s renews every 3s under LOCKKIT_TTL_X=9s.
@@ -415,9 +417,14 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		p.TTL = ttl
 	}
 	maxHoldEnv := policy.EnvMaxHoldName(spec.Name)
-	maxHold, maxHoldOverridden := c.ttlEnv[maxHoldEnv]
+	maxHold, maxHoldOverridden := c.env[maxHoldEnv]
 	if maxHoldOverridden {
-		p.MaxHold = maxHold
+		p.MaxHold = maxHold.d
+	}
+	permitsEnv := policy.EnvPermitsName(spec.Name)
+	permits, permitsOverridden := c.env[permitsEnv]
+	if permitsOverridden {
+		p.Permits = permits.n
 	}
 	d.policy = p.withDefaults()
 	var errs []error
@@ -432,7 +439,10 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
 		}
 		if maxHoldOverridden {
-			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold, maxHoldEnv)
+			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold.d, maxHoldEnv)
+		}
+		if permitsOverridden {
+			err = fmt.Errorf("%w (with the permits %d from %s)", err, permits.n, permitsEnv)
 		}
 		errs = append(errs, err)
 	}
@@ -449,6 +459,9 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	if c.noQueue != nil && d.policy.Wait == WaitFIFO {
 		errs = append(errs, c.noQueue)
+	}
+	if err := c.checkKind(d.policy.Kind); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		d.err = fmt.Errorf("lockkit: domain %q: %w", spec.Name, err)

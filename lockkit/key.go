@@ -58,6 +58,15 @@ func (b KeyBuilder) Uint(v uint64) KeyBuilder { b.buf = strconv.AppendUint(b.buf
 // Lock finishes the key and returns the Lock on it. A builder from a nil
 // Domain returns the zero Lock, whose methods return ErrNoClient.
 func (b KeyBuilder) Lock() Lock {
+	l := b.finish()
+	if l.d != nil && l.err == nil && l.d.policy.Kind == policy.KindSemaphore {
+		l.err = fmt.Errorf("lockkit: domain %q is kind %s: use its Semaphore", l.d.name, policy.KindSemaphore)
+	}
+	return l
+}
+
+// finish finishes the key, as Lock or Semaphore.
+func (b KeyBuilder) finish() Lock {
 	if b.d == nil {
 		return Lock{}
 	}

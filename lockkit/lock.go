@@ -89,16 +89,30 @@ func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) {
 // Do (forDo), the ctx for fn: it carries the hold span and is cancelled when
 // the lease is lost or the client closes.
 func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.Context, error) {
-	if l.d == nil {
-		return nil, ctx, ErrNoClient
-	}
-	if ctx == nil {
-		return nil, ctx, fmt.Errorf("lockkit: acquire %s: %w", l.key, errNilCtx)
-	}
-	if l.d.err == nil && (l.d.c == nil || l.d.c.be == nil) {
-		return nil, ctx, ErrNoClient // a domain of a zero Client
+	if err := l.usable(ctx); err != nil {
+		return nil, ctx, err
 	}
 	return l.acquireOn(ctx, l.d.c.be, retry, forDo)
+}
+
+// usable reports why l cannot be acquired under ctx, or nil: no client, a
+// nil ctx, the domain's or the key's error, a closed client.
+func (l Lock) usable(ctx context.Context) error {
+	switch {
+	case l.d == nil:
+		return ErrNoClient
+	case ctx == nil:
+		return fmt.Errorf("lockkit: acquire %s: %w", l.key, errNilCtx)
+	case l.d.err != nil:
+		return l.d.err
+	case l.d.c == nil || l.d.c.be == nil:
+		return ErrNoClient // a domain of a zero Client
+	case l.err != nil:
+		return l.err
+	case l.d.c.isClosed():
+		return ErrClosed
+	}
+	return nil
 }
 
 // acquireOn is acquire on be: the client's backend, or one that holds a
@@ -141,8 +155,31 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			return l.acquireServerQueue(ctx, hctx, actx, hold, be, w, forDo)
 		}
 	}
-	start := time.Now()
-	sched := retrySchedule{r: &p.Retry, start: start}
+	return l.poll(ctx, hold, retry, &p.Retry, time.Now(), func(attempts int, contended bool) (*Lease, context.Context, error) {
+		return l.try(ctx, hctx, actx, hold, be, attempts, contended, forDo)
+	})
+}
+
+// try is one attempt at l: the lease when it is granted (or ErrClosed),
+// otherwise the attempt's error (ErrNotAcquired when the key is held).
+func (l Lock) try(ctx, hctx, actx context.Context, hold *obs.Hold, be driver.Backend, attempts int, contended, forDo bool) (*Lease, context.Context, error) {
+	token := rand.Text()
+	sent := time.Now()
+	pl := new(pendingLease)
+	fence, err := l.attempt(actx, be, token, &pl.req)
+	if err != nil {
+		return nil, ctx, err
+	}
+	return l.grant(ctx, hctx, hold, be, granted{token: token, fence: fence, sent: sent, attempts: attempts, contended: contended, into: &pl.lease}, forDo)
+}
+
+// poll is an acquisition that polls: try, and while it answers anything
+// but a lease or ErrClosed, wait per the domain's retry policy (when retry
+// is set) and try again, per r from start. l names the key in errors; the
+// hold's acquire span ends here when no lease comes.
+func (l Lock) poll(ctx context.Context, hold *obs.Hold, retry bool, r *Retry, start time.Time, try func(attempts int, contended bool) (*Lease, context.Context, error)) (*Lease, context.Context, error) {
+	c := l.d.c
+	sched := retrySchedule{r: r, start: start}
 	var (
 		attempts  int
 		contended bool
@@ -154,17 +191,9 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	}
 	for {
 		attempts++
-		token := rand.Text()
-		sent := time.Now()
-		pl := new(pendingLease)
-		fence, err := l.attempt(actx, be, token, &pl.req)
-		if err == nil {
-			var lease *Lease
-			var fctx context.Context
-			lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{token: token, fence: fence, sent: sent, attempts: attempts, contended: contended, into: &pl.lease}, forDo)
-			if err == nil || err == ErrClosed {
-				return lease, fctx, err
-			}
+		lease, fctx, err := try(attempts, contended)
+		if err == nil || err == ErrClosed {
+			return lease, fctx, err
 		}
 		if attempts == 1 && err == ErrNotAcquired {
 			contended = true
@@ -172,7 +201,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
-		if !retry || p.Retry.Attempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
+		if !retry || r.Attempts <= 1 || errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {
 			// An open breaker fails fast: waiting out a backoff would only
 			// pile callers up behind a backend that is known to be sick.
 			return fail(attemptOutcome(err, telnames.OutcomeContended), l.finalError(err, attempts, start, false))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,6 +95,14 @@ type Policy struct {
 	// hold, and Do returns it. Must be above TTL, in whole milliseconds;
 	// 0 means no cap.
 	MaxHold time.Duration
+
+	// Kind is what the domain's keys are: "lock" (or "", mutual
+	// exclusion), "election" or "semaphore" (lockkit.yaml's kind). The
+	// client refuses a kind its backend cannot serve.
+	Kind string
+	// Permits is how many holders a semaphore admits at once, >= 1; 0 for
+	// any other kind. LOCKKIT_PERMITS_<NAME> overrides it.
+	Permits int
 }
 
 // Wait is how a domain's acquisitions wait for a held lock.
@@ -191,6 +200,9 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	if err := policy.CheckMaxHold(p.TTL, p.MaxHold); err != nil {
 		errs = append(errs, err)
 	}
+	if err := policy.CheckKind(p.Kind, p.Permits); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -239,38 +251,66 @@ func (r Retry) newBackOff() backoff.BackOff {
 	return backoff.WithMaxRetries(b, uint64(r.Attempts-1))
 }
 
-// readOverrides parses every LOCKKIT_TTL_* and LOCKKIT_MAX_HOLD_*
-// variable, keyed by the whole variable name. An invalid value is an error
-// naming the variable, never a silent default.
-func readOverrides(environ []string) (map[string]time.Duration, error) {
+// envOverride is one checked LOCKKIT_* override: a duration (TTL, max
+// hold) or a count (permits).
+type envOverride struct {
+	d time.Duration
+	n int
+}
+
+// readOverrides parses every LOCKKIT_TTL_*, LOCKKIT_MAX_HOLD_* and
+// LOCKKIT_PERMITS_* variable, keyed by the whole variable name. An invalid
+// value is an error naming the variable, never a silent default.
+func readOverrides(environ []string) (map[string]envOverride, error) {
 	var (
-		out  map[string]time.Duration
+		out  map[string]envOverride
 		errs []error
 	)
+	// parse reads a value; notA says what it is not when it cannot be read.
+	type parser func(val string) (o envOverride, notA string, err error)
+	duration := func(check func(time.Duration) error) parser {
+		return func(val string) (envOverride, string, error) {
+			d, err := time.ParseDuration(strings.TrimSpace(val))
+			if err != nil {
+				return envOverride{}, "is not a duration; write a Go duration such as 8s or 500ms", nil
+			}
+			return envOverride{d: d}, "", check(d)
+		}
+	}
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		check := policy.CheckTTL
+		var parse parser
 		switch {
 		case !ok:
 			continue
+		case strings.HasPrefix(name, EnvTTLPrefix):
+			parse = duration(policy.CheckTTL)
 		case strings.HasPrefix(name, EnvMaxHoldPrefix):
-			check = func(d time.Duration) error { return policy.CheckMaxHold(0, d) } // its ttl is checked by Client.Domain
-		case !strings.HasPrefix(name, EnvTTLPrefix):
+			parse = duration(func(d time.Duration) error { return policy.CheckMaxHold(0, d) }) // its ttl is checked by Client.Domain
+		case strings.HasPrefix(name, policy.EnvPermitsPrefix):
+			parse = func(val string) (envOverride, string, error) {
+				n, err := strconv.Atoi(strings.TrimSpace(val))
+				if err != nil {
+					return envOverride{}, "is not a whole number; write one such as 3", nil
+				}
+				return envOverride{n: n}, "", policy.CheckPermits(n) // its kind is checked by Client.Domain
+			}
+		default:
 			continue
 		}
-		d, err := time.ParseDuration(strings.TrimSpace(val))
+		o, notA, err := parse(val)
+		if notA != "" {
+			errs = append(errs, fmt.Errorf("lockkit: %s=%q %s", name, val, notA))
+			continue
+		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("lockkit: %s=%q is not a duration; write a Go duration such as 8s or 500ms", name, val))
-			continue
-		}
-		if err := check(d); err != nil {
 			errs = append(errs, fmt.Errorf("lockkit: %s=%q: %w", name, val, err))
 			continue
 		}
 		if out == nil {
-			out = make(map[string]time.Duration)
+			out = make(map[string]envOverride)
 		}
-		out[name] = d
+		out[name] = o
 	}
 	return out, errors.Join(errs...)
 }

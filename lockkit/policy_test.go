@@ -61,7 +61,7 @@ func TestTTLOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got["LOCKKIT_TTL_TABLE"] != 8*time.Second || got["LOCKKIT_TTL_USER_DIGEST"] != 250*time.Millisecond || len(got) != 2 {
+	if got["LOCKKIT_TTL_TABLE"].d != 8*time.Second || got["LOCKKIT_TTL_USER_DIGEST"].d != 250*time.Millisecond || len(got) != 2 {
 		t.Fatalf("overrides = %v", got)
 	}
 	_, err = readOverrides([]string{"LOCKKIT_TTL_TABLE=8", "LOCKKIT_TTL_JOB=-1s", "LOCKKIT_TTL_X=500us", "LOCKKIT_TTL_Y=2ms", "LOCKKIT_TTL_Z=1500us"})

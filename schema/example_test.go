@@ -49,5 +49,5 @@ domains:
 	// Output:
 	// lockkit.yaml:5:10: domain "user": ttl must be > 0 (got 0s)
 	// lockkit.yaml:6:14: domain "user_by_name": pattern "user:{name}" can produce the same key as domain "user" (line 4, pattern "user:{id}"), e.g. "lock:{user:a}"; change the literal parts so that no key fits both
-	// lockkit.yaml:9:5: domain "user_by_name": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout, wait, max_hold
+	// lockkit.yaml:9:5: domain "user_by_name": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout, wait, max_hold, kind, permits
 }

@@ -22,8 +22,8 @@ import (
 // The keys each mapping may hold, in the order messages list them.
 var (
 	topKeys      = []string{"version", "package", "prefix", "defaults", "domains"}
-	defaultsKeys = policy.FieldNames() // internal/policy declares the policy fields
-	domainKeys   = append([]string{"pattern", "name", "go_name", "description"}, defaultsKeys...)
+	defaultsKeys = policy.DefaultsFieldNames() // internal/policy declares the policy fields
+	domainKeys   = append([]string{"pattern", "name", "go_name", "description"}, policy.FieldNames()...)
 	retryKeys    = retryFieldNames()
 )
 
@@ -436,7 +436,7 @@ func (p *parser) file(root *yaml.Node) *File {
 			p.add(pos(e.val), "defaults must be a mapping of %s, not %s", strings.Join(defaultsKeys, ", "), describe(e.val))
 		} else {
 			const label = "defaults"
-			defaults = p.settings(p.fields(e.val, label, defaultsKeys), label)
+			defaults = p.settings(p.fields(p.withoutDomainOnly(e.val), label, defaultsKeys), label)
 			defaultRetry, _ = p.checkRetry(label, defaults.retry, retrySettings{})
 			if defaults.ttl.set && defaults.renew.set {
 				p.checkRenew(label, defaults.ttl, defaults.renew, nil)
@@ -1002,7 +1002,63 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 			p.add(pos(at), "%s: %s", de.label, msg)
 		}
 	}
+	d.Kind, d.Permits = p.kind(m, de.label)
 	return d
+}
+
+// withoutDomainOnly is the defaults mapping n without the keys that only a
+// domain may set (internal/policy's DomainOnly fields), each reported.
+func (p *parser) withoutDomainOnly(n *yaml.Node) *yaml.Node {
+	out := *n
+	out.Content = nil
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := resolve(n.Content[i])
+		if f, ok := policy.FieldNamed(k.Value); ok && f.DomainOnly && k.Kind == yaml.ScalarNode {
+			p.add(pos(k), "defaults: %s is set on each domain, not under defaults: it says what the domain is", k.Value)
+			continue
+		}
+		out.Content = append(out.Content, n.Content[i], n.Content[i+1])
+	}
+	return &out
+}
+
+// kind reads a domain's kind and permits (internal/policy's rules), each
+// problem reported where it is written: an unknown kind at the kind, permits
+// below 1 or on a kind other than semaphore at the permits, missing permits
+// at the kind.
+func (p *parser) kind(m map[string]entry, label string) (string, int) {
+	kind, permits := policy.KindLock, 0
+	var kindNode *yaml.Node
+	if e, ok := m["kind"]; ok {
+		if v, ok := p.str(e, label, fmt.Sprintf("%q, %q or %q", policy.KindLock, policy.KindElection, policy.KindSemaphore)); ok {
+			if err := policy.CheckKind(v, 0); err != nil && v != policy.KindSemaphore {
+				p.add(pos(e.val), "%s: %v", label, err)
+				return policy.KindLock, 0
+			}
+			kind, kindNode = v, e.val
+		}
+	}
+	e, ok := m["permits"]
+	switch {
+	case ok:
+		v, ok := p.scalar(e, label, "a whole number >= 1 such as 3")
+		if !ok {
+			break
+		}
+		var n int
+		if v.ShortTag() != "!!int" || v.Decode(&n) != nil {
+			p.add(pos(v), "%s: permits must be a whole number >= 1 (got %q)", label, v.Value)
+			break
+		}
+		if err := policy.CheckKind(kind, n); err != nil {
+			p.add(pos(v), "%s: %v", label, err)
+			break
+		}
+		permits = n
+	case kind == policy.KindSemaphore:
+		p.add(pos(kindNode), "%s: kind %s needs permits, how many holders it admits at once, e.g. permits: 3", label, policy.KindSemaphore)
+	}
+	return kind, permits
 }
 
 // posIn is the position of byte off of a scalar's value, when the scalar is

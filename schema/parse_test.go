@@ -51,13 +51,13 @@ func TestParseValid(t *testing.T) {
 			Segments:    []Segment{{Literal: "table:"}, {Param: "id", Type: TypeString}},
 			Description: "A restaurant table being booked.\nSecond line.",
 			TTL:         10 * time.Second, Renew: 3 * time.Second, Retry: defRetry, Fencing: true,
-			Pos: Pos{10, 5}, PatternPos: Pos{10, 14},
+			Kind: "lock", Pos: Pos{10, 5}, PatternPos: Pos{10, 14},
 		},
 		{
 			Name: "user_digest", GoName: "UserDigest", Pattern: "user:{id:int64}:digest",
 			Segments: []Segment{{Literal: "user:"}, {Param: "id", Type: TypeInt64}, {Literal: ":digest"}},
 			TTL:      30 * time.Second, Renew: 3 * time.Second, Retry: Retry{Attempts: 1},
-			Pos: Pos{15, 5}, PatternPos: Pos{15, 14},
+			Kind: "lock", Pos: Pos{15, 5}, PatternPos: Pos{15, 14},
 		},
 		{
 			Name: "cron_run", GoName: "CronRun", Pattern: "cron:{job}:{hour:int64}",
@@ -65,13 +65,13 @@ func TestParseValid(t *testing.T) {
 			TTL:      10 * time.Second, Renew: -1,
 			// attempts from the domain, the rest inherited from defaults
 			Retry: Retry{Attempts: 2, Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.5, MaxWait: 5 * time.Second},
-			Pos:   Pos{18, 5}, PatternPos: Pos{18, 14},
+			Kind:  "lock", Pos: Pos{18, 5}, PatternPos: Pos{18, 14},
 		},
 		{
 			Name: "bare", GoName: "Bare", Pattern: "{id:uint64}",
 			Segments: []Segment{{Param: "id", Type: TypeUint64}},
 			TTL:      1500 * time.Millisecond, Renew: time.Second, Retry: defRetry,
-			Pos: Pos{23, 5}, PatternPos: Pos{23, 14},
+			Kind: "lock", Pos: Pos{23, 5}, PatternPos: Pos{23, 14},
 		},
 	}
 	if len(f.Domains) != len(want) {
@@ -186,7 +186,7 @@ func TestParseErrors(t *testing.T) {
 			`f.yaml:1:1: missing "package"; add the Go package name of the generated code, e.g. package: locks`,
 			`f.yaml:2:1: unknown key "pakage" (did you mean "package"?); valid keys: version, package, prefix, defaults, domains`,
 			`f.yaml:4:5: domain "a": no ttl; set ttl on the domain or under defaults, e.g. ttl: 10s`,
-			`f.yaml:5:5: domain "a": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout, wait, max_hold`}},
+			`f.yaml:5:5: domain "a": unknown key "tll" (did you mean "ttl"?); valid keys: pattern, name, go_name, description, ttl, renew, retry, fencing, replicas, replica_timeout, wait, max_hold, kind, permits`}},
 		{"duplicate key", "version: 1\npackage: p\npackage: q\ndomains: [{pattern: a, ttl: 1s}]\n", []string{
 			`f.yaml:3:1: duplicate key "package" (first at line 2); keep one`}},
 		{"renew from defaults too long", "version: 1\npackage: p\ndefaults: {renew: 5s}\ndomains:\n  - pattern: a\n    ttl: 2s\n", []string{

@@ -54,6 +54,8 @@ type Domain struct {
 	ReplicaTimeout time.Duration // bound on that wait; 0: the runtime's default (DefaultReplicaTimeout), and always 0 when Replicas is 0
 	Wait           Wait          // how acquisitions wait for a held lock: WaitPoll (the default) or WaitFIFO
 	MaxHold        time.Duration // cap on one lease's total hold, above TTL; 0: no cap
+	Kind           string        // "lock" (the default), "election" or "semaphore"
+	Permits        int           // a semaphore's permits, >= 1; 0 for any other kind
 	Pos            Pos           // where the domain's entry starts (its first key)
 	PatternPos     Pos           // where its pattern value starts
 }

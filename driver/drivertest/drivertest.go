@@ -73,6 +73,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("CtxCancelled", s.ctxCancelled)
 	t.Run("BadInput", s.badInput)
 	t.Run("ServerDown", s.serverDown)
+	t.Run("SemaphoreAtMostN", s.semaphoreAtMostN)
+	t.Run("SemaphoreFreedPermit", s.semaphoreFreedPermit)
+	t.Run("SemaphoreKilledHolder", s.semaphoreKilledHolder)
 }
 
 type suite struct {

@@ -28,6 +28,9 @@ type Field struct {
 	Doc string
 	// Fields are a mapping's own fields (retry's).
 	Fields []Field
+	// DomainOnly marks a field that only a domain may set, never defaults:
+	// what the domain is (its kind) rather than how it behaves.
+	DomainOnly bool
 }
 
 // Description is the field's text in the JSON Schema: its doc, its rule,
@@ -93,6 +96,16 @@ var Fields = []Field{
 		Doc:  "Cap on how long one lease may be held in total, counted from the start of its acquisition: renewal never extends the lease past it, and at the cap the lease is lost (fn's ctx is cancelled with a cause matching ErrLockLost that names the max hold).",
 		Rule: "A Go duration above ttl, whole milliseconds; none (the default) means no cap.",
 	},
+	{
+		Name: "kind", GoName: "Kind", Type: "string", Default: KindLock, DomainOnly: true,
+		Doc:  "What the domain's keys are: lock (mutual exclusion, one holder), election (one leader per term) or semaphore (at most permits holders at once, each permit a lease).",
+		Rule: "lock, election or semaphore; set on the domain, not under defaults; the backend must serve it (checked when the client binds the domain).",
+	},
+	{
+		Name: "permits", GoName: "Permits", Type: "int", DomainOnly: true,
+		Doc:  "How many holders a semaphore admits at once; LOCKKIT_PERMITS_<NAME> overrides it at run time.",
+		Rule: "A whole number, at least 1; required with kind semaphore and refused with any other kind.",
+	},
 }
 
 // FieldNamed is the declared field called name ("max_hold"), and whether
@@ -107,11 +120,23 @@ func FieldNamed(name string) (Field, bool) {
 }
 
 // FieldNames are the declared fields' names, in order: the keys a domain
-// and defaults may set besides a domain's own (pattern, name...).
+// may set besides its own (pattern, name...).
 func FieldNames() []string {
 	names := make([]string, len(Fields))
 	for i, f := range Fields {
 		names[i] = f.Name
+	}
+	return names
+}
+
+// DefaultsFieldNames are the names of the fields defaults may set: all but
+// the DomainOnly ones, in order.
+func DefaultsFieldNames() []string {
+	var names []string
+	for _, f := range Fields {
+		if !f.DomainOnly {
+			names = append(names, f.Name)
+		}
 	}
 	return names
 }

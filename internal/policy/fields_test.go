@@ -108,7 +108,13 @@ func TestDeclarationMatchesJSONSchema(t *testing.T) {
 			"defaults": doc.Properties.Defaults.Properties,
 			"domain":   doc.Definitions["domain"].Properties,
 		} {
-			if got := strings.Join(strings.Fields(string(props[f.Name])), ""); got != ref {
+			got := strings.Join(strings.Fields(string(props[f.Name])), "")
+			switch {
+			case where == "defaults" && f.DomainOnly:
+				if got != "" {
+					t.Errorf("JSON Schema defaults.%s = %s; %s is set on a domain only", f.Name, got, f.Name)
+				}
+			case got != ref:
 				t.Errorf("JSON Schema %s.%s = %s, want %s", where, f.Name, got, ref)
 			}
 		}
@@ -166,10 +172,14 @@ func TestDeclarationMatchesAnnotatedDocs(t *testing.T) {
 	var check func(indent string, fields []policy.Field)
 	check = func(indent string, fields []policy.Field) {
 		for _, f := range fields {
-			c, ok := comment(indent, f.Name)
+			where, in := "under defaults", indent
+			if f.DomainOnly {
+				where, in = "on a domain", indent+"  " // a domain's keys, after "  - "
+			}
+			c, ok := comment(in, f.Name)
 			switch {
 			case !ok:
-				t.Errorf("docs/schema.md: the annotated file does not show %s under defaults", f.Name)
+				t.Errorf("docs/schema.md: the annotated file does not show %s %s", f.Name, where)
 			case f.Default != "" && !strings.Contains(c, "default "+f.Default):
 				t.Errorf("docs/schema.md: %s's comment %q does not state the declared default %q", f.Name, c, "default "+f.Default)
 			}
@@ -197,6 +207,10 @@ domains:
     ttl: 1m
     retry: {attempts: 3, max_wait: 5s}
     wait: fifo
+  - pattern: "partner:{id}"
+    ttl: 1m
+    kind: semaphore
+    permits: 3
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -225,5 +239,8 @@ domains:
 func TestEnvNames(t *testing.T) {
 	if got := policy.EnvMaxHoldName("user_digest"); got != "LOCKKIT_MAX_HOLD_USER_DIGEST" {
 		t.Errorf("EnvMaxHoldName = %q", got)
+	}
+	if got := policy.EnvPermitsName("partner_api"); got != "LOCKKIT_PERMITS_PARTNER_API" {
+		t.Errorf("EnvPermitsName = %q", got)
 	}
 }

@@ -10,9 +10,11 @@
 package policy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -210,6 +212,17 @@ func ClusterSlot(key string) int {
 // FenceKey is the fence counter of the lock at key.
 func FenceKey(key string) string { return key + FenceSuffix }
 
+// PermitSuffix follows a semaphore's key in each of its permit slots.
+const PermitSuffix = ":permit:"
+
+// PermitKey is slot i (0 ≤ i < permits) of the semaphore at key: an
+// ordinary lock key, after key's hash tag so that every slot shares the
+// semaphore's Redis Cluster slot. It ends in a digit, and a lock key ends
+// in '}', so no slot is ever another domain's lock.
+func PermitKey(key string, i int) string {
+	return key + PermitSuffix + strconv.Itoa(i)
+}
+
 // CheckPrefix reports a prefix that would move the hash tag.
 func CheckPrefix(prefix string) error {
 	if strings.ContainsAny(prefix, "{}") {
@@ -385,4 +398,49 @@ const EnvMaxHoldPrefix = "LOCKKIT_MAX_HOLD_"
 // EnvMaxHoldName is the variable that overrides domain's max hold.
 func EnvMaxHoldName(domain string) string {
 	return EnvMaxHoldPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
+}
+
+// The kinds of domain (lockkit.yaml's kind). The empty kind is a lock.
+const (
+	// KindLock is mutual exclusion: one holder per key (the default).
+	KindLock = "lock"
+	// KindElection is leader election: one leader per term.
+	KindElection = "election"
+	// KindSemaphore admits at most Permits holders per key at once.
+	KindSemaphore = "semaphore"
+)
+
+// CheckKind reports a kind that is not one of the three, and permits that
+// do not fit the kind: a semaphore needs permits >= 1, and any other kind
+// takes none (0). kind "" is a lock.
+func CheckKind(kind string, permits int) error {
+	switch kind {
+	case "", KindLock, KindElection:
+		if permits != 0 {
+			return fmt.Errorf("permits %d is for kind %s only; this domain is kind %s", permits, KindSemaphore, cmp.Or(kind, KindLock))
+		}
+	case KindSemaphore:
+		return CheckPermits(permits)
+	default:
+		return fmt.Errorf("kind must be %q (the default), %q or %q (got %q)", KindLock, KindElection, KindSemaphore, kind)
+	}
+	return nil
+}
+
+// CheckPermits reports a semaphore's permits below 1.
+func CheckPermits(permits int) error {
+	if permits < 1 {
+		return fmt.Errorf("permits must be at least 1 (got %d): how many holders the semaphore admits at once", permits)
+	}
+	return nil
+}
+
+// EnvPermitsPrefix starts the environment variables that override a
+// semaphore's permits at run time: LOCKKIT_PERMITS_<NAME>=<whole number>.
+// NAME is spelled as for EnvTTLPrefix.
+const EnvPermitsPrefix = "LOCKKIT_PERMITS_"
+
+// EnvPermitsName is the variable that overrides domain's permits.
+func EnvPermitsName(domain string) string {
+	return EnvPermitsPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
 }
