@@ -1,6 +1,7 @@
 package lockkit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/policy"
 )
 
 // Election is one election of a domain: its leader is the holder of a lock on
@@ -19,8 +21,15 @@ import (
 // ErrNoClient from every method.
 type Election struct{ l Lock }
 
-// Election finishes the key and returns the election on it.
-func (b KeyBuilder) Election() Election { return Election{l: b.Lock()} }
+// Election finishes the key and returns the election on it. A domain of
+// another kind returns an Election whose methods say so.
+func (b KeyBuilder) Election() Election {
+	l := b.finish()
+	if l.d != nil && l.err == nil && l.d.policy.Kind != policy.KindElection {
+		l.err = fmt.Errorf("lockkit: domain %q is kind %s, not %s: use its Lock", l.d.name, cmp.Or(l.d.policy.Kind, policy.KindLock), policy.KindElection)
+	}
+	return Election{l: l}
+}
 
 // Key is the election's key (prefix included).
 func (e Election) Key() string { return e.l.key }
@@ -90,9 +99,6 @@ func (e Election) check() error {
 	}
 	if d.c.holders == nil {
 		return fmt.Errorf("lockkit: election %s: %w", e.l.key, d.c.noHolders())
-	}
-	if !d.policy.Fencing {
-		return fmt.Errorf("lockkit: election %s: domain %s has fencing off; an election's term is its fence", e.l.key, d.name)
 	}
 	return nil
 }
