@@ -175,7 +175,7 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend = (*backend)(nil)
+	_ driver.Backend      = (*backend)(nil)
 	_ driver.Queue        = (*backend)(nil)
 	_ driver.HolderReader = (*backend)(nil)
 )
