@@ -108,6 +108,11 @@ type domainView struct {
 	Recv     string // the method's receiver
 	Local    string // the package-level helper's variable
 	Build    string // the key: `Key(6 + len(id)).Literal("table:").String(id).Lock()`
+	// Embed is the runtime type the domain's type wraps: "Lock", or
+	// "Election" for a domain of kind election (whose key Build finishes
+	// with Election()).
+	Embed       string
+	FenceMarker bool // emit LockkitFencing (a fencing lock; an election fences by its term)
 }
 
 // kv is one keyed field of a composite literal, with an optional comment.
@@ -272,6 +277,15 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	dv.Recv = taken.fresh("l")
 	dv.Local = dv.Recv
 
+	// An election domain's type wraps lockkit.Election, a lock domain's
+	// lockkit.Lock.
+	dv.Embed = "Lock"
+	if d.Kind == policy.KindElection {
+		dv.Embed = "Election"
+	}
+	dv.FenceMarker = dv.Fencing && dv.Embed == "Lock"
+	finish := "." + dv.Embed + "()"
+
 	// The key: literals verbatim, parameters through the runtime's encoders.
 	literalLen, fixed := 0, 0
 	var lengths, calls []string
@@ -306,7 +320,7 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	key := "Key(" + strings.Join(hint, " + ") + ")"
 	if line := strings.Join(append([]string{key}, calls...), "."); len(line) <= 80 {
-		dv.Build = line + ".Lock()"
+		dv.Build = line + finish
 	} else {
 		// A long chain gets a line per literal and the parameters after it.
 		lines := []string{key}
@@ -317,14 +331,18 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 				lines[len(lines)-1] += "." + c
 			}
 		}
-		lines[len(lines)-1] += ".Lock()"
+		lines[len(lines)-1] += finish
 		dv.Build = strings.Join(lines, ".\n")
 	}
 
 	// Doc comments.
 	shape := keyShape(prefix, d.Segments)
-	dv.TypeDoc = wrap(fmt.Sprintf("%s is the lock on one key of the %s domain, %q (%s). Its Do, TryDo, Acquire and TryAcquire come from lockkit.Lock.",
-		dv.TypeName, d.Name, d.Pattern, dv.Ref))
+	what, methods := "lock", "Its Do, TryDo, Acquire and TryAcquire come from lockkit.Lock."
+	if dv.Embed == "Election" {
+		what, methods = "election", "Its Lead, Leader and Observe come from lockkit.Election; a term's number is its fence."
+	}
+	dv.TypeDoc = wrap(fmt.Sprintf("%s is the %s on one key of the %s domain, %q (%s). %s",
+		dv.TypeName, what, d.Name, d.Pattern, dv.Ref, methods))
 	if d.Description != "" {
 		dv.TypeDoc = append(dv.TypeDoc, "")
 		for _, line := range strings.Split(d.Description, "\n") {
@@ -333,9 +351,9 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	dv.TypeDoc = append(dv.TypeDoc, "")
 	dv.TypeDoc = append(dv.TypeDoc, wrap("Policy: "+policyText(d)+".")...)
-	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s). It does not touch Redis.", d.GoName, d.Name, shape, dv.Ref))
-	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s lock on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the lock's methods return lockkit.ErrNoClient.",
-		d.GoName, d.Name, shape, dv.Ref))
+	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s). It does not touch Redis.", d.GoName, d.Name, what, shape, dv.Ref))
+	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the %s's methods return lockkit.ErrNoClient.",
+		d.GoName, d.Name, what, shape, dv.Ref, what))
 }
 
 // maxDigits is the longest decimal form of a value of an integer type.
