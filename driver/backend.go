@@ -77,8 +77,8 @@ type Backend interface {
 // Capabilities is what a backend declares about its store, in one value: the
 // TTLs it keeps, whether it issues fences, and which optional operations it
 // has. A flag for an optional operation (FairQueue, ServerQueue, Batching,
-// Routing) is a promise that the backend implements its interface (Queue,
-// Waiter, Batcher, Router); the Client refuses to open a backend whose flags and methods
+// Routing, Holders) is a promise that the backend implements its interface
+// (Queue, Waiter, Batcher, Router, HolderReader); the Client refuses to open a backend whose flags and methods
 // disagree.
 type Capabilities struct {
 	// Name names the store the backend talks to (an address, a deployment):
@@ -114,6 +114,9 @@ type Capabilities struct {
 	// Routing: the backend implements Router; the Client keeps one breaker
 	// per node it names.
 	Routing bool
+	// Holders: the backend implements HolderReader (who holds a key, and
+	// its fence), which an election domain needs.
+	Holders bool
 
 	// Failover names a deployment that replicates asynchronously and
 	// fails over ("Redis Sentinel", "Redis Cluster"): a lock the primary

@@ -145,3 +145,19 @@ type QueueWaiter interface {
 type ReplicaExtender interface {
 	ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (held bool, err error)
 }
+
+// HolderReader is implemented by a backend, declared by Capabilities.Holders,
+// that can say who holds a key now: what an election's Leader needs. The read
+// takes nothing and changes nothing.
+type HolderReader interface {
+	// ReadHolder returns who holds key now; held is false when nobody
+	// does.
+	ReadHolder(ctx context.Context, key string) (h Holding, held bool, err error)
+}
+
+// Holding is who holds a key, as a HolderReader reads it.
+type Holding struct {
+	Token  string // the lease's token; "" when the store does not keep it (PostgreSQL)
+	Holder string // the lease's description (Request.Holder); "" when the store keeps none
+	Fence  int64  // the fence the lease was granted with; 0 without fencing
+}

@@ -175,12 +175,13 @@ type backend struct {
 }
 
 var (
-	_ driver.Backend = (*backend)(nil)
-	_ driver.Queue   = (*backend)(nil)
+	_ driver.Backend      = (*backend)(nil)
+	_ driver.Queue        = (*backend)(nil)
+	_ driver.HolderReader = (*backend)(nil)
 )
 
 // Capabilities: whole-second TTLs from the server's minimum, create
-// revisions as fences, and a native FIFO queue.
+// revisions as fences, a native FIFO queue, and holder reads.
 func (b *backend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Name:           b.name,
@@ -189,7 +190,28 @@ func (b *backend) Capabilities() driver.Capabilities {
 		MaxTTL:         maxTTL,
 		Fences:         true,
 		FairQueue:      true,
+		Holders:        true,
 	}
+}
+
+// ReadHolder reads key's acquisition with the lowest create revision (a
+// linearizable read): the holder, whose token ends its etcd key, whose value
+// is its description and whose create revision is its fence.
+func (b *backend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
+	if _, err := b.check(key, b.minTTL); err != nil {
+		return driver.Holding{}, false, err
+	}
+	start, end := rangeOf(key)
+	r, err := b.cli.Get(ctx, start, clientv3.WithRange(end),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
+	if err != nil {
+		return driver.Holding{}, false, classify(err)
+	}
+	if len(r.Kvs) == 0 {
+		return driver.Holding{}, false, nil
+	}
+	kv := r.Kvs[0]
+	return driver.Holding{Token: string(kv.Key[len(start):]), Holder: string(kv.Value), Fence: kv.CreateRevision}, true, nil
 }
 
 // check refuses a request the backend cannot serve: a final error.

@@ -109,6 +109,11 @@ type domainView struct {
 	Recv     string // the method's receiver
 	Local    string // the package-level helper's variable
 	Build    string // the key: `Key(6 + len(id)).Literal("table:").String(id).Lock()`
+	// Embed is the runtime type the domain's type wraps: "Lock", or
+	// "Election" for a domain of kind election (whose key Build finishes
+	// with Election()).
+	Embed       string
+	FenceMarker bool // emit LockkitFencing (a fencing lock; an election fences by its term)
 }
 
 // kv is one keyed field of a composite literal, with an optional comment.
@@ -272,6 +277,18 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	dv.Recv = taken.fresh("l")
 	dv.Local = dv.Recv
 
+	// An election domain's type wraps lockkit.Election, a lock domain's
+	// lockkit.Lock.
+	dv.Embed = "Lock"
+	switch d.Kind {
+	case policy.KindElection:
+		dv.Embed = "Election"
+	case policy.KindSemaphore:
+		dv.Embed = "Semaphore"
+	}
+	dv.FenceMarker = dv.Fencing && dv.Embed != "Election"
+	finish := "." + dv.Embed + "()"
+
 	// The key: literals verbatim, parameters through the runtime's encoders.
 	literalLen, fixed := 0, 0
 	var lengths, calls []string
@@ -305,10 +322,6 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 		hint = append([]string{strconv.Itoa(n)}, hint...)
 	}
 	key := "Key(" + strings.Join(hint, " + ") + ")"
-	finish := ".Lock()"
-	if d.Kind == policy.KindSemaphore {
-		finish = ".Semaphore()"
-	}
 	if line := strings.Join(append([]string{key}, calls...), "."); len(line) <= 80 {
 		dv.Build = line + finish
 	} else {
@@ -327,12 +340,15 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 
 	// Doc comments.
 	shape := keyShape(prefix, d.Segments)
-	noun, runtimeType := "lock", "lockkit.Lock"
-	if d.Kind == policy.KindSemaphore {
-		noun, runtimeType = "semaphore", "lockkit.Semaphore"
+	what, methods := "lock", "Its Do, TryDo, Acquire and TryAcquire come from lockkit.Lock."
+	switch dv.Embed {
+	case "Election":
+		what, methods = "election", "Its Lead, Leader and Observe come from lockkit.Election; a term's number is its fence."
+	case "Semaphore":
+		what, methods = "semaphore", "Its Do, TryDo, Acquire and TryAcquire come from lockkit.Semaphore."
 	}
-	dv.TypeDoc = wrap(fmt.Sprintf("%s is the %s on one key of the %s domain, %q (%s). Its Do, TryDo, Acquire and TryAcquire come from %s.",
-		dv.TypeName, noun, d.Name, d.Pattern, dv.Ref, runtimeType))
+	dv.TypeDoc = wrap(fmt.Sprintf("%s is the %s on one key of the %s domain, %q (%s). %s",
+		dv.TypeName, what, d.Name, d.Pattern, dv.Ref, methods))
 	if d.Kind == policy.KindSemaphore {
 		dv.TypeDoc = append(dv.TypeDoc, "")
 		dv.TypeDoc = append(dv.TypeDoc, wrap(fmt.Sprintf("At most %d holders at once, each holding a permit: a lease of its own (Lease.Key names the permit; fence per Lease.Key).", d.Permits))...)
@@ -345,9 +361,9 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	}
 	dv.TypeDoc = append(dv.TypeDoc, "")
 	dv.TypeDoc = append(dv.TypeDoc, wrap("Policy: "+policyText(d)+".")...)
-	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s). It does no I/O.", d.GoName, d.Name, noun, shape, dv.Ref))
+	dv.FuncDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s). It does no I/O.", d.GoName, d.Name, what, shape, dv.Ref))
 	dv.HelpDoc = wrap(fmt.Sprintf("%s returns the %s %s on the key %s (%s) from the Locks set by SetDefault. Before SetDefault, the %s's methods return lockkit.ErrNoClient.",
-		d.GoName, d.Name, noun, shape, dv.Ref, noun))
+		d.GoName, d.Name, what, shape, dv.Ref, what))
 }
 
 // maxDigits is the longest decimal form of a value of an integer type.

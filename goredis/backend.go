@@ -31,6 +31,7 @@ var (
 	_ driver.Router          = clusterBackend{}
 	_ driver.Batcher         = (*redisBackend)(nil)
 	_ driver.ReplicaExtender = (*redisBackend)(nil)
+	_ driver.HolderReader    = (*redisBackend)(nil)
 )
 
 // clusterBackend is a redisBackend over a Cluster client: the Router that
@@ -55,11 +56,11 @@ func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) driver
 // Capabilities: named after the node's address (a plain client), "redis"
 // (another universal client) or "cluster" (the breaker of keys whose master
 // is unknown); TTLs in whole milliseconds (PX); fences; FIFO queues; sets in
-// one script.
+// one script; holder reads.
 func (b *redisBackend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Name: b.name, MinTTL: time.Millisecond, TTLGranularity: time.Millisecond,
-		Fences: true, FairQueue: true, Batching: true, Failover: b.deployment(),
+		Fences: true, FairQueue: true, Batching: true, Holders: true, Failover: b.deployment(),
 	}
 }
 
@@ -300,6 +301,30 @@ func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, tt
 		return false, fmt.Errorf("%w: %d of %d within %v; the extend does not count", rediswire.ErrReplicas, acked, replicas, timeout)
 	}
 	return true, nil
+}
+
+// ReadHolder runs the holder script: the lock's value (token and
+// description) and its fence counter, in one read on the key's node. A read
+// changes nothing, so go-redis may re-send it.
+func (b *redisBackend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
+	r, err := rediswire.HolderScript.Run(ctx, b.rdb, []string{key, policy.FenceKey(key)}).Slice()
+	if err == redis.Nil {
+		return driver.Holding{}, false, nil
+	}
+	if err != nil {
+		return driver.Holding{}, false, redisclass.Mark(err)
+	}
+	if len(r) != 2 {
+		return driver.Holding{}, false, fmt.Errorf("holder script returned %d values, want 2", len(r))
+	}
+	v, _ := r[0].(string)
+	h := driver.Holding{}
+	h.Fence, _ = r[1].(int64)
+	h.Token, _, _ = holder.Decode(v)
+	if i := len(h.Token) + 1; i < len(v) {
+		h.Holder = v[i:]
+	}
+	return h, true, nil
 }
 
 func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, error) {

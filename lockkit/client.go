@@ -43,6 +43,7 @@ type Client struct {
 	waiter     driver.Waiter             // the guarded backend's waits in its store's own queue; nil when it has none
 	noQueue    error                     // why FIFO domains are refused, when queue is nil
 	checkTTL   func(time.Duration) error // the backend's own TTL limit; nil when it has none
+	holders    driver.HolderReader       // reads a key's holder (elections); nil when the backend cannot
 	log        *slog.Logger
 	cmdTimeout time.Duration
 	brSettings breaker.Settings
@@ -278,6 +279,11 @@ func (c *Client) open(spec driver.Spec) error {
 	if tc, ok := be.(driver.TTLChecker); ok {
 		c.checkTTL = tc.CheckTTL
 	}
+	if caps.Holders {
+		// A read grants nothing: it bypasses the breakers, as extend and
+		// release do.
+		c.holders, _ = be.(driver.HolderReader)
+	}
 	if caps.Quorum {
 		c.noQueue = errors.New("wait fifo is not available on Redlock: the queue lives on one deployment, and over N independent nodes there is no single order to be first in (N queues can disagree, and the head of a majority need not exist); use wait poll, or the Redis backend")
 	} else {
@@ -321,6 +327,9 @@ func checkCapabilities(name string, be driver.Backend, caps driver.Capabilities)
 	}
 	if _, ok := be.(driver.Router); caps.Routing && !ok {
 		return missing("Routing", "Router")
+	}
+	if _, ok := be.(driver.HolderReader); caps.Holders && !ok {
+		return missing("Holders", "HolderReader")
 	}
 	if caps.MinTTL < 0 || caps.TTLGranularity < 0 || caps.MaxTTL < 0 || (caps.MaxTTL > 0 && caps.MaxTTL < caps.MinTTL) {
 		return fmt.Errorf("lockkit: New: the %s backend declares impossible TTL limits (min %v, granularity %v, max %v)", name, caps.MinTTL, caps.TTLGranularity, caps.MaxTTL)

@@ -62,6 +62,9 @@ func (b KeyBuilder) Lock() Lock {
 	if l.d != nil && l.err == nil && l.d.policy.Kind == policy.KindSemaphore {
 		l.err = fmt.Errorf("lockkit: domain %q is kind %s: use its Semaphore", l.d.name, policy.KindSemaphore)
 	}
+	if l.d != nil && l.err == nil && l.d.policy.Kind == policy.KindElection {
+		l.err = fmt.Errorf("lockkit: domain %q is kind %s: use its Election", l.d.name, policy.KindElection)
+	}
 	return l
 }
 

@@ -114,6 +114,9 @@ func (p Policy) fifo() bool {
 
 // withDefaults fills the zero fields that have a default.
 func (p Policy) withDefaults() Policy {
+	if p.Kind == policy.KindElection {
+		p.Fencing = true // a term's number is its lease's fence
+	}
 	if p.Renew == 0 {
 		p.Renew = policy.DefaultRenew(p.TTL)
 	}

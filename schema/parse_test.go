@@ -66,7 +66,7 @@ func TestParseValid(t *testing.T) {
 			TTL:      10 * time.Second, Renew: -1,
 			// attempts from the domain, the rest inherited from defaults
 			Retry: Retry{Attempts: 2, Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.5, MaxWait: 5 * time.Second},
-			Wait:  "poll", Pos: Pos{18, 5}, PatternPos: Pos{18, 14},
+			Wait:  "poll", Kind: "lock", Pos: Pos{18, 5}, PatternPos: Pos{18, 14},
 		},
 		{
 			Name: "bare", GoName: "Bare", Pattern: "{id:uint64}",

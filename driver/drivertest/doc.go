@@ -35,6 +35,14 @@
 //     (breaker.ErrOpen), health is red; after Start the client takes locks
 //     again, health is green, and the breaker went closed->open first and
 //     half_open->closed last.
+//   - ElectionOneLeader: candidates on several clients each lead a few
+//     terms of one election: never two at once, term numbers strictly
+//     increasing, Leader naming the running term; nobody leads after.
+//   - ElectionHandover: a leader that stops renewing (its key taken on the
+//     raw backend, never extended) is succeeded after its TTL, not before
+//     its deadline, with a higher term; Observe delivers both terms. A
+//     backend without driver.HolderReader must refuse election domains,
+//     naming them.
 //
 // A backend's test gives Run a Harness. Hooks it cannot provide stay nil,
 // and the subtests that need them are skipped, saying why. With a short

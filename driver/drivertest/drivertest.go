@@ -76,6 +76,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("SemaphoreAtMostN", s.semaphoreAtMostN)
 	t.Run("SemaphoreFreedPermit", s.semaphoreFreedPermit)
 	t.Run("SemaphoreKilledHolder", s.semaphoreKilledHolder)
+	t.Run("ElectionOneLeader", s.electionOneLeader)
+	t.Run("ElectionHandover", s.electionHandover)
 }
 
 type suite struct {

@@ -23,6 +23,7 @@ type Locks struct {
 	userDigest *lockkit.Domain
 	cron       *lockkit.Domain
 	job        *lockkit.Domain
+	cronLeader *lockkit.Domain
 }
 
 // New binds every domain of lockkit.yaml to c. With a nil c, every lock
@@ -37,6 +38,7 @@ func New(c *lockkit.Client) *Locks {
 		userDigest: c.Domain(userDigestSpec),
 		cron:       c.Domain(cronSpec),
 		job:        c.Domain(jobSpec),
+		cronLeader: c.Domain(cronLeaderSpec),
 	}
 }
 
@@ -50,6 +52,7 @@ func (l *Locks) Err() error {
 		l.userDigest.Err(),
 		l.cron.Err(),
 		l.job.Err(),
+		l.cronLeader.Err(),
 	)
 }
 
@@ -62,14 +65,15 @@ func init() {
 		userDigestSpec,
 		cronSpec,
 		jobSpec,
+		cronLeaderSpec,
 	)
 }
 
 var defaultLocks atomic.Pointer[Locks]
 
 // SetDefault binds the package-level helpers (Table, PartnerAPI, UserDigest,
-// Cron and Job) to c. Until then, or after SetDefault(nil), their locks return
-// lockkit.ErrNoClient.
+// Cron, Job and CronLeader) to c. Until then, or after SetDefault(nil), their
+// locks return lockkit.ErrNoClient.
 func SetDefault(c *lockkit.Client) {
 	if c == nil {
 		defaultLocks.Store(nil)
@@ -308,4 +312,55 @@ func Job(id string) JobLock {
 		return l.Job(id)
 	}
 	return JobLock{}
+}
+
+// cronLeaderSpec is the domain declared at lockkit.yaml:73.
+var cronLeaderSpec = lockkit.DomainSpec{
+	Name:    "cron_leader",
+	Pattern: "cron:{job}:leader",
+	Prefix:  "lock:",
+	Policy: lockkit.Policy{
+		TTL: 2 * time.Second,
+		Retry: lockkit.Retry{
+			Attempts:   5,
+			Initial:    50 * time.Millisecond,
+			Max:        time.Second,
+			Multiplier: 2,
+			Jitter:     0.5,
+			MaxWait:    5 * time.Second,
+		},
+		Kind: "election",
+	},
+}
+
+// CronLeaderLock is the election on one key of the cron_leader domain,
+// "cron:{job}:leader" (lockkit.yaml:73). Its Lead, Leader and Observe come
+// from lockkit.Election; a term's number is its fence.
+//
+// The leader among the replicas of a scheduler, for a job that runs
+// continuously rather than once an hour: one replica leads and runs it, the
+// others stand by and take over when the leader dies or loses its term.
+// Pass term.Number() to the job's writes as their fence.
+//
+// Policy: ttl 2s (LOCKKIT_TTL_CRON_LEADER overrides it), renewed every ttl/3;
+// up to 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5):
+// 375ms to 1.125s of backoff in all; max_wait 5s is longer, so it ends only an
+// acquisition whose attempts are slow.
+type CronLeaderLock struct{ lockkit.Election }
+
+// CronLeader returns the cron_leader election on the key
+// "lock:{cron:<job>:leader}" (lockkit.yaml:73). It does no I/O.
+func (l *Locks) CronLeader(job string) CronLeaderLock {
+	return CronLeaderLock{l.cronLeader.Key(12 + len(job)).Literal("cron:").String(job).Literal(":leader").Election()}
+}
+
+// CronLeader returns the cron_leader election on the key
+// "lock:{cron:<job>:leader}" (lockkit.yaml:73) from the Locks set by
+// SetDefault. Before SetDefault, the election's methods return
+// lockkit.ErrNoClient.
+func CronLeader(job string) CronLeaderLock {
+	if l := defaultLocks.Load(); l != nil {
+		return l.CronLeader(job)
+	}
+	return CronLeaderLock{}
 }

@@ -160,8 +160,9 @@ type gate struct {
 }
 
 var (
-	_ driver.Backend = (*Backend)(nil)
-	_ driver.Waiter  = (*Backend)(nil)
+	_ driver.Backend      = (*Backend)(nil)
+	_ driver.Waiter       = (*Backend)(nil)
+	_ driver.HolderReader = (*Backend)(nil)
 )
 
 // session is one connection the backend has checked out of the pool, whose
@@ -1332,7 +1333,36 @@ func sqlState(err error) string {
 // from the fence table; waiting in PostgreSQL's own queue (driver.Waiter);
 // no push queue or batching.
 func (b *Backend) Capabilities() driver.Capabilities {
-	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true, ServerQueue: true}
+	return driver.Capabilities{Name: "postgres", MinTTL: time.Millisecond, TTLGranularity: time.Millisecond, Fences: true, ServerQueue: true, Holders: true}
+}
+
+// ReadHolder reads, in one statement, whether any session holds key's
+// advisory lock (pg_locks) and key's last fence (the fence table): the
+// holder's, as the grant issues it in the statement that takes the lock.
+// PostgreSQL keeps neither the token nor a description of the holder, so
+// both are "". A grant whose statement has not committed yet shows the
+// previous fence for a moment.
+func (b *Backend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
+	if err := checkKeyTTL(key, time.Millisecond); err != nil {
+		return driver.Holding{}, false, err
+	}
+	classid, objid := lockIDs(KeyID(key))
+	long := key
+	if len(key) > FenceKeyMax {
+		long = FenceRowKey(key)
+	}
+	var (
+		held  bool
+		fence int64
+	)
+	err := b.pool.QueryRow(ctx, sqlHolder, int64(classid), int64(objid), key, long).Scan(&held, &fence)
+	if err != nil {
+		return driver.Holding{}, false, fmt.Errorf("lockkit/pg: read holder: %w", wrapTableErr(err))
+	}
+	if !held {
+		return driver.Holding{}, false, nil
+	}
+	return driver.Holding{Fence: fence}, true, nil
 }
 
 // madePool reports whether pool was made by pgxpool (a zero Pool has no

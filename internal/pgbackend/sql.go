@@ -122,6 +122,13 @@ var (
 		ON CONFLICT (key) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence)
 		RETURNING t.fence`
 
+	// Who holds a key (ReadHolder): $1 classid, $2 objid, $3 key, $4 its
+	// long-key row (FenceRowKey, or the key again).
+	sqlHolder = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
+			AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1 AND granted),
+		coalesce((SELECT fence FROM lockkit_fences WHERE key = $3),
+			(SELECT fence FROM lockkit_fences WHERE key = $4), 0)`
+
 	// A session's idle limit when the backend took it, restored when it
 	// gives the session back.
 	sqlSetting = `SELECT current_setting('idle_session_timeout')`

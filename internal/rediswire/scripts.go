@@ -1,5 +1,5 @@
 // Package rediswire is the Redis backend's layout on the wire: its Lua
-// scripts (acquire, acquire-all, extend, release) and the error of a grant
+// scripts (acquire, acquire-all, extend, release, holder) and the error of a grant
 // too few replicas acknowledged. goredis sends them; tests that look at the
 // commands on the wire (hooks, MONITOR) name them from here.
 package rediswire
@@ -38,6 +38,11 @@ var (
 	extendBody   string
 	ExtendSrc    = holder.OwnsLua + extendBody
 	ExtendScript = redis.NewScript(ExtendSrc)
+
+	// Holder reads who holds a lock and its fence (an election's Leader).
+	//go:embed holder.lua
+	HolderSrc    string
+	HolderScript = redis.NewScript(HolderSrc)
 )
 
 // ErrReplicas is an acquisition or extend whose write too few replicas

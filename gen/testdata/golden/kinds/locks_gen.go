@@ -115,23 +115,23 @@ var nightlyReportSpec = lockkit.DomainSpec{
 	},
 }
 
-// NightlyReportLock is the lock on one key of the nightly_report domain,
-// "nightly:report" (lockkit.yaml:8). Its Do, TryDo, Acquire and TryAcquire
-// come from lockkit.Lock.
+// NightlyReportLock is the election on one key of the nightly_report domain,
+// "nightly:report" (lockkit.yaml:8). Its Lead, Leader and Observe come from
+// lockkit.Election; a term's number is its fence.
 //
 // Policy: ttl 10s (LOCKKIT_TTL_NIGHTLY_REPORT overrides it), renewed every
 // ttl/3; a single attempt.
-type NightlyReportLock struct{ lockkit.Lock }
+type NightlyReportLock struct{ lockkit.Election }
 
-// NightlyReport returns the nightly_report lock on the key
+// NightlyReport returns the nightly_report election on the key
 // "lock:{nightly:report}" (lockkit.yaml:8). It does no I/O.
 func (l *Locks) NightlyReport() NightlyReportLock {
-	return NightlyReportLock{l.nightlyReport.Key(14).Literal("nightly:report").Lock()}
+	return NightlyReportLock{l.nightlyReport.Key(14).Literal("nightly:report").Election()}
 }
 
-// NightlyReport returns the nightly_report lock on the key
+// NightlyReport returns the nightly_report election on the key
 // "lock:{nightly:report}" (lockkit.yaml:8) from the Locks set by SetDefault.
-// Before SetDefault, the lock's methods return lockkit.ErrNoClient.
+// Before SetDefault, the election's methods return lockkit.ErrNoClient.
 func NightlyReport() NightlyReportLock {
 	if l := defaultLocks.Load(); l != nil {
 		return l.NightlyReport()

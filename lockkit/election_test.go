@@ -1,0 +1,82 @@
+package lockkit
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockkit/lockkit/internal/testserver"
+)
+
+// Kinds do not mix: a lock domain has no Election and an election domain no
+// Lock; an election forces fencing; a nil fn or ctx is a clear error; no I/O.
+func TestElectionMisuse(t *testing.T) {
+	c := newClientOver(t, fakeUniversal(t))
+	lockD := testDomain(t, c, Policy{TTL: time.Second})
+	elD := c.Domain(DomainSpec{Name: "elect", Prefix: "lock:" + t.Name() + ":", Policy: Policy{TTL: time.Second, Kind: "election"}})
+	if err := elD.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !elD.policy.Fencing {
+		t.Error("an election domain without fencing: its term is its fence")
+	}
+	ctx := context.Background()
+	if err := lockD.Key(1).Literal("x").Election().Lead(ctx, func(context.Context, *Term) error { return nil }); err == nil || !strings.Contains(err.Error(), "not election") {
+		t.Errorf("Lead on a lock domain = %v, want a refusal naming the kind", err)
+	}
+	if err := elD.Key(1).Literal("x").Lock().TryDo(ctx, func(context.Context, *Lease) error { return nil }); err == nil || !strings.Contains(err.Error(), "use its Election") {
+		t.Errorf("TryDo on an election domain = %v, want a refusal", err)
+	}
+	e := elD.Key(1).Literal("x").Election()
+	if err := e.Lead(ctx, nil); !errors.Is(err, errNilFn) {
+		t.Errorf("Lead(nil fn) = %v", err)
+	}
+	//lockkit-vet:ignore a nil ctx is the misuse under test
+	if _, err := e.Leader(nil); !errors.Is(err, errNilCtx) {
+		t.Errorf("Leader(nil ctx) = %v", err)
+	}
+	if err := (Election{}).Lead(ctx, func(context.Context, *Term) error { return nil }); err != ErrNoClient {
+		t.Errorf("zero Election: %v, want ErrNoClient", err)
+	}
+}
+
+// A term ends when its key is stolen: fn's ctx is cancelled with a cause
+// matching ErrLockLost, Lead returns it, and Observe's channel closes with
+// its ctx.
+func TestElectionLostTerm(t *testing.T) {
+	r := testserver.StartRedis(t)
+	c := newClient(t, r)
+	d := c.Domain(DomainSpec{Name: "elect", Prefix: "lock:" + t.Name() + ":", Policy: Policy{TTL: 2 * time.Second, Renew: 50 * time.Millisecond, Kind: "election"}})
+	e := d.Key(1).Literal("x").Election()
+	rdb := r.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := e.Lead(ctx, func(ctx context.Context, term *Term) error {
+		ld, err := e.Leader(ctx)
+		if err != nil || ld.Term != term.Number() || ld.Token != term.Lease().Token() || ld.PID == 0 {
+			t.Errorf("Leader = %+v, %v; want term %d, token %s and this process", ld, err, term.Number(), term.Lease().Token())
+		}
+		rdb.Del(ctx, e.Key())
+		<-ctx.Done()
+		if !errors.Is(context.Cause(ctx), ErrLockLost) {
+			t.Errorf("fn's ctx cause = %v, want ErrLockLost", context.Cause(ctx))
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Lead after the key was stolen = %v, want ErrLockLost", err)
+	}
+	octx, ostop := context.WithCancel(ctx)
+	ch, err := e.Observe(octx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld := <-ch; ld.Leads() {
+		t.Errorf("Observe's first value = %+v, want nobody leading", ld)
+	}
+	ostop()
+	for range ch {
+	}
+}
