@@ -117,7 +117,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkContendedFIFO(b *testing.B) {
 	c := testserver.StartEtcd(b, 1)
 	b.Run("lockkit-fifo", func(b *testing.B) {
-		p := lockkit.Policy{TTL: 10 * time.Second, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: time.Minute}}
+		p := lockkit.Policy{TTL: 10 * time.Second, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: time.Minute}}
 		var takers []func(ctx context.Context, fn func()) error
 		for range 4 {
 			l := lockOf(newClient(b, c), "contended", p, "x")

@@ -76,10 +76,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// DefaultMinTTL is the shortest lease TTL the backend accepts unless told
+// defaultMinTTL is the shortest lease TTL the backend accepts unless told
 // otherwise (WithMinTTL): the minimum an etcd server with its default
 // election timeout (1s) keeps, ceil(1.5 × 1s).
-const DefaultMinTTL = 2 * time.Second
+const defaultMinTTL = 2 * time.Second
 
 // maxTTL is the longest lease TTL etcd grants (its MaxLeaseTTL, 9e9 s).
 const maxTTL = 9_000_000_000 * time.Second
@@ -93,7 +93,7 @@ type options struct {
 
 // WithMinTTL sets the shortest TTL a domain may have, in whole seconds:
 // the server's minimum lease TTL, ceil(1.5 × --election-timeout). Default
-// DefaultMinTTL (2s, etcd's default election timeout of 1s). Set it to what
+// 2s (etcd's default election timeout of 1s). Set it to what
 // your cluster keeps: a server with a longer election timeout raises shorter
 // TTLs, and such a grant is given back with an error naming its minimum.
 func WithMinTTL(d time.Duration) Option { return Option{func(o *options) { o.minTTL = d }} }
@@ -101,7 +101,7 @@ func WithMinTTL(d time.Duration) Option { return Option{func(o *options) { o.min
 // New is the etcd backend over cli, for lockkit.New. The Client never closes
 // cli; Client.Close releases the locks it still holds.
 func New(cli *clientv3.Client, opts ...Option) driver.Spec {
-	o := options{minTTL: DefaultMinTTL}
+	o := options{minTTL: defaultMinTTL}
 	for _, opt := range opts {
 		if opt.set != nil {
 			opt.set(&o)

@@ -197,7 +197,7 @@ func TestStaleToken(t *testing.T) {
 func TestFIFOOrder(t *testing.T) {
 	c := testserver.StartEtcd(t, 1)
 	raw := newCli(t, c)
-	p := lockkit.Policy{TTL: ttl, Fencing: true, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
+	p := lockkit.Policy{TTL: ttl, Fencing: true, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
 	cl := newClient(t, c)
 	l := lockOf(cl, "fifo", p, "x")
 	ctx := ctxT(t, 120*time.Second)
@@ -289,8 +289,8 @@ func TestTTLRefusal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.TTL != int64(etcd.DefaultMinTTL/time.Second) {
-		t.Errorf("the server granted %ds for 1s; DefaultMinTTL is %v", g.TTL, etcd.DefaultMinTTL)
+	if g.TTL != int64(2*time.Second/time.Second) {
+		t.Errorf("the server granted %ds for 1s; the default minimum is %v", g.TTL, 2*time.Second)
 	}
 	be := openBackend(t, scli, etcd.WithMinTTL(time.Second))
 	_, err = be.Acquire(ctxT(t, 10*time.Second), &driver.Request{Key: "r", Token: "A", TTL: time.Second})

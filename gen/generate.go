@@ -212,7 +212,7 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	case d.Renew > 0:
 		dv.Policy = append(dv.Policy, kv{Key: "Renew", Value: durationExpr(d.Renew)})
 	}
-	if r := d.Retry; !r.None() && d.Wait == schema.WaitFIFO {
+	if r := d.Retry; !r.None() && d.Wait == policy.WaitFIFOName {
 		// A FIFO wait is bounded by MaxWait; the backoff fields are unused.
 		dv.Retry = []kv{
 			{Key: "Attempts", Value: strconv.Itoa(r.Attempts)},
@@ -237,8 +237,8 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 			dv.Replicas = append(dv.Replicas, kv{Key: "ReplicaTimeout", Value: durationExpr(d.ReplicaTimeout)})
 		}
 	}
-	if d.Wait == schema.WaitFIFO {
-		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: "lockkit.WaitFIFO"})
+	if d.Wait == policy.WaitFIFOName {
+		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: strconv.Quote(policy.WaitFIFOName)})
 	}
 	if d.MaxHold > 0 {
 		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
@@ -368,7 +368,7 @@ func policyText(d *schema.Domain) string {
 	}
 	if r := d.Retry; r.None() {
 		parts = append(parts, "a single attempt")
-	} else if d.Wait == schema.WaitFIFO {
+	} else if d.Wait == policy.WaitFIFOName {
 		parts = append(parts, "waits in FIFO order, woken by push, for at most "+shortDuration(r.MaxWait))
 	} else {
 		s := fmt.Sprintf("up to %d attempts, backing off from %s to %s (multiplier %s, jitter %s)",
@@ -381,7 +381,7 @@ func policyText(d *schema.Domain) string {
 	if d.Fencing {
 		parts = append(parts, "fencing on (Lease.Fence)")
 	}
-	if d.Wait == schema.WaitFIFO && d.Retry.None() {
+	if d.Wait == policy.WaitFIFOName && d.Retry.None() {
 		parts = append(parts, "FIFO waiting")
 	}
 	if d.Replicas > 0 {
@@ -390,7 +390,7 @@ func policyText(d *schema.Domain) string {
 			noun = "replica"
 		}
 		if timeout == 0 {
-			timeout = schema.DefaultReplicaTimeout
+			timeout = policy.DefaultReplicaTimeout
 		}
 		parts = append(parts, fmt.Sprintf("waits for %d %s (WAIT, up to %s)", d.Replicas, noun, shortDuration(timeout)))
 	}

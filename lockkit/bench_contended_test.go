@@ -109,7 +109,7 @@ func benchLockkit(b *testing.B, retry lockkit.Retry) {
 }
 
 // BenchmarkContendedLockkitFIFO is the Client with FIFO waiting
-// (Policy.Wait = WaitFIFO): queue, push wake-up, handover, through the
+// (Policy.Wait = "fifo"): queue, push wake-up, handover, through the
 // breaker, telemetry hooks (off) and lease tracking. TTL 10s: a handover
 // gives 2s (the waiter TTL) and the first renewal, ~0.7s later, would
 // extend it; a 1ms hold never gets there.
@@ -120,7 +120,7 @@ func BenchmarkContendedLockkitFIFO(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = c.Close(context.Background()) })
-		d := c.Domain(lockkit.DomainSpec{Name: "bench", Policy: lockkit.Policy{TTL: 10 * time.Second, Wait: lockkit.WaitFIFO,
+		d := c.Domain(lockkit.DomainSpec{Name: "bench", Policy: lockkit.Policy{TTL: 10 * time.Second, Wait: "fifo",
 			Retry: lockkit.Retry{Attempts: 2, MaxWait: time.Minute}}})
 		if err := d.Err(); err != nil {
 			b.Fatal(err)

@@ -81,7 +81,7 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 
 // BenchmarkParallelAcquireReleaseFIFO is the same on a FIFO domain.
 func BenchmarkParallelAcquireReleaseFIFO(b *testing.B) {
-	benchParallelAcquireRelease(b, Policy{TTL: 10 * time.Second, Wait: WaitFIFO})
+	benchParallelAcquireRelease(b, Policy{TTL: 10 * time.Second, Wait: "fifo"})
 }
 
 func benchParallelAcquireRelease(b *testing.B, p Policy) {

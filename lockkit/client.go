@@ -102,7 +102,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithCommandTimeout bounds each backend command (acquire, extend, release).
-// Keep it well under the shortest TTL. Default: DefaultCommandTimeout.
+// Keep it well under the shortest TTL. Default: 500ms.
 //
 // On Redis, the timeout reaches the network only when the go-redis client has
 // ContextTimeoutEnabled set; otherwise go-redis applies its own read and
@@ -175,7 +175,7 @@ func WithBreaker(s breaker.Settings) Option {
 func New(b driver.Spec, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
-		cmdTimeout: DefaultCommandTimeout,
+		cmdTimeout: policy.DefaultCommandTimeout,
 		leases:     make(map[*Lease]struct{}),
 	}
 	for i, o := range opts {
@@ -359,7 +359,7 @@ type DomainSpec struct {
 	// Pattern is the key pattern from the schema ("user:{id:int64}:digest").
 	// It is documentation only: the key is built by generated code.
 	Pattern string
-	// Prefix starts every key of the domain; "" means DefaultPrefix.
+	// Prefix starts every key of the domain; "" means "lock:".
 	Prefix string
 	// Policy is the domain's TTL, renewal, retry and fencing.
 	Policy Policy
@@ -392,7 +392,7 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	}
 	d := &Domain{c: c, name: spec.Name, prefix: spec.Prefix, tel: c.tel.Domain(spec.Name)}
 	if d.prefix == "" {
-		d.prefix = DefaultPrefix
+		d.prefix = policy.DefaultPrefix
 	}
 	p := spec.Policy
 	env := policy.EnvName(spec.Name)
@@ -438,7 +438,7 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 			errs = append(errs, err)
 		}
 	}
-	if c.noQueue != nil && d.policy.Wait == WaitFIFO {
+	if c.noQueue != nil && d.policy.fifo() {
 		errs = append(errs, c.noQueue)
 	}
 	if err := errors.Join(errs...); err != nil {

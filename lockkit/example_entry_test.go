@@ -298,7 +298,7 @@ func ExampleWithCommandTimeout() {
 	defer stop()
 	ctx := context.Background()
 	spec := lockkit.DomainSpec{Name: "tick", Policy: lockkit.Policy{TTL: 200 * time.Millisecond}}
-	for _, timeout := range []time.Duration{lockkit.DefaultCommandTimeout, 50 * time.Millisecond} {
+	for _, timeout := range []time.Duration{500 * time.Millisecond, 50 * time.Millisecond} {
 		client, err := lockkit.New(goredis.New(rdb), lockkit.WithCommandTimeout(timeout))
 		if err != nil {
 			log.Fatal(err)

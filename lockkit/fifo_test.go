@@ -24,13 +24,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
-// The client-level tests of FIFO waiting (Policy.Wait = WaitFIFO): through
+// The client-level tests of FIFO waiting (Policy.Wait = "fifo"): through
 // New, a FIFO domain and Lock.Do/Acquire, on real redis-servers.
 // internal/fifo tests the scripts and the Notifier on their own.
 
 // fifoPolicy is a FIFO domain's policy: waits bounded by maxWait.
 func fifoPolicy(ttl, maxWait time.Duration) Policy {
-	return Policy{TTL: ttl, Wait: WaitFIFO, Retry: Retry{Attempts: 2, MaxWait: maxWait}}
+	return Policy{TTL: ttl, Wait: "fifo", Retry: Retry{Attempts: 2, MaxWait: maxWait}}
 }
 
 // fifoDomain binds the FIFO domain of the test on c; every client of a test

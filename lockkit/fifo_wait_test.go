@@ -3,6 +3,7 @@ package lockkit
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/internal/policy"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,7 +172,7 @@ func TestCloseEndsEveryWait(t *testing.T) {
 			t.Errorf("%s after Close = %v, want ErrClosed", e.name, e.err)
 		}
 		// Bound: one command timeout plus a margin for a loaded machine.
-		if late := e.at.Sub(closed); late > DefaultCommandTimeout+time.Second {
+		if late := e.at.Sub(closed); late > policy.DefaultCommandTimeout+time.Second {
 			t.Errorf("%s ended %v after Close returned", e.name, late)
 		}
 	}

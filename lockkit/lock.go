@@ -131,7 +131,7 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	d := l.d
 	c := d.c
 	p := &d.policy
-	if p.Wait == WaitFIFO {
+	if p.fifo() {
 		// The client's backend keeps queues (Domain refuses FIFO domains
 		// otherwise); another backend (a transaction's) polls.
 		if q := c.queueOf(be); q != nil {
@@ -352,7 +352,7 @@ func (c *Client) holderOf(ctx context.Context) string {
 func (l Lock) releaseToken(ctx context.Context, be driver.Backend, token string) (held bool, err error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.d.c.cmdTimeout)
 	defer cancel()
-	if q := l.d.c.queueOf(be); q != nil && l.d.policy.Wait == WaitFIFO {
+	if q := l.d.c.queueOf(be); q != nil && l.d.policy.fifo() {
 		// Leave the queue too, and hand the lock on if it was ours.
 		return q.QueueRelease(rctx, l.key, token, "")
 	}

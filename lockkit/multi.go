@@ -304,7 +304,7 @@ func batcherFor(set []Lock) driver.Batcher {
 		return nil
 	}
 	for _, l := range set {
-		if l.d.policy.Wait == WaitFIFO {
+		if l.d.policy.fifo() {
 			return nil
 		}
 	}

@@ -12,40 +12,9 @@ import (
 	"github.com/lockkit/lockkit/internal/telnames"
 )
 
-// Defaults and limits of a domain's policy and of a client. The schema and
-// the generator apply the same ones (they live in one place, shared by all).
-const (
-	// DefaultPrefix is the key prefix used when a DomainSpec leaves Prefix empty.
-	DefaultPrefix = policy.DefaultPrefix
-	// DefaultCommandTimeout bounds each command a lock operation sends
-	// (WithCommandTimeout changes it).
-	DefaultCommandTimeout = policy.DefaultCommandTimeout
-	// MinTTL is the shortest TTL a domain may have: below it the drift
-	// allowance (1% of the TTL + 2ms) leaves too little of the lease to grant.
-	MinTTL = policy.MinTTL
-	// DefaultReplicaTimeout is Policy.ReplicaTimeout's default.
-	DefaultReplicaTimeout = policy.DefaultReplicaTimeout
-
-	// Retry defaults, applied to zero fields of a Retry with
-	// Attempts > 1.
-	DefaultInitialInterval = policy.DefaultInitialInterval
-	DefaultMaxInterval     = policy.DefaultMaxInterval
-	DefaultMultiplier      = policy.DefaultMultiplier
-	DefaultJitter          = policy.DefaultJitter
-
-	// EnvTTLPrefix starts the environment variables that override a domain's TTL
-	// at run time: LOCKKIT_TTL_<NAME>=<Go duration>, NAME being the domain name in
-	// upper case with every byte other than A-Z and 0-9 turned into '_', e.g.
-	// LOCKKIT_TTL_USER_DIGEST=45s. They are read once, by New, which fails when
-	// one is not a valid TTL or names no domain this program declares (see
-	// RegisterDomains).
-	EnvTTLPrefix = policy.EnvTTLPrefix
-
-	// EnvMaxHoldPrefix starts the variables that override a domain's
-	// MaxHold, as EnvTTLPrefix does its TTL: LOCKKIT_MAX_HOLD_<NAME>=<Go
-	// duration>, 0 for no cap. New reads and checks them with the TTL's.
-	EnvMaxHoldPrefix = policy.EnvMaxHoldPrefix
-)
+// MinTTL is the shortest TTL a domain may have: below it the drift
+// allowance (1% of the TTL + 2ms) leaves too little of the lease to grant.
+const MinTTL = policy.MinTTL
 
 // Policy is how a domain's locks behave: how long a lease lives, how often it
 // is renewed, how acquisition retries, and whether it issues fencing numbers.
@@ -76,15 +45,16 @@ type Policy struct {
 	// ReplicaTimeout bounds the wait for replicas (default 50ms).
 	ReplicaTimeout time.Duration
 
-	// Wait is how an acquisition waits for a held lock: WaitPoll (the
-	// zero value) retries per Retry; WaitFIFO queues it in arrival order:
-	// in Redis, etcd or ZooKeeper, which hand the lock over on release and
-	// wake the next waiter by push, or in PostgreSQL's own lock queue
-	// (docs/semantics.md). Under WaitFIFO, Retry.MaxWait (required when
-	// Attempts > 1) and ctx bound the wait, Attempts <= 1 makes a
-	// single attempt, and the backoff fields are unused. Redlock clients
-	// refuse WaitFIFO domains, and so does Replicas > 0.
-	Wait Wait
+	// Wait is how an acquisition waits for a held lock, as lockkit.yaml's
+	// wait spells it: "poll" (or "", the default) retries per Retry;
+	// "fifo" queues it in arrival order: in Redis, etcd or ZooKeeper, which
+	// hand the lock over on release and wake the next waiter by push, or in
+	// PostgreSQL's own lock queue (docs/semantics.md). Under "fifo",
+	// Retry.MaxWait (required when Attempts > 1) and ctx bound the wait,
+	// Attempts <= 1 makes a single attempt, and the backoff fields are
+	// unused. Redlock clients refuse "fifo" domains, and so does
+	// Replicas > 0. Any other value is refused by Client.Domain.
+	Wait string
 
 	// MaxHold, when > 0, caps how long one lease may be held in total,
 	// counted from the start of its acquisition: renewal never extends the
@@ -95,15 +65,6 @@ type Policy struct {
 	// 0 means no cap.
 	MaxHold time.Duration
 }
-
-// Wait is how a domain's acquisitions wait for a held lock.
-type Wait = policy.Wait
-
-// The wait modes (lockkit.yaml's wait: poll | fifo).
-const (
-	WaitPoll = policy.WaitPoll
-	WaitFIFO = policy.WaitFIFO
-)
 
 // Retry is jittered exponential backoff for acquiring a held lock.
 type Retry struct {
@@ -125,29 +86,43 @@ type Retry struct {
 	MaxWait time.Duration
 }
 
+// wait is the policy's wait mode: "" is the default, poll.
+func (p Policy) wait() (policy.Wait, error) {
+	if p.Wait == "" {
+		return policy.WaitPoll, nil
+	}
+	return policy.ParseWait(p.Wait)
+}
+
+// fifo reports whether the (validated) policy waits in a queue.
+func (p Policy) fifo() bool {
+	w, _ := p.wait()
+	return w == policy.WaitFIFO
+}
+
 // withDefaults fills the zero fields that have a default.
 func (p Policy) withDefaults() Policy {
 	if p.Renew == 0 {
 		p.Renew = policy.DefaultRenew(p.TTL)
 	}
 	if p.Replicas > 0 && p.ReplicaTimeout == 0 {
-		p.ReplicaTimeout = DefaultReplicaTimeout
+		p.ReplicaTimeout = policy.DefaultReplicaTimeout
 	}
 	r := &p.Retry
 	if r.Attempts == 0 {
 		r.Attempts = 1
 	}
 	if r.Initial == 0 {
-		r.Initial = DefaultInitialInterval
+		r.Initial = policy.DefaultInitialInterval
 	}
 	if r.Max == 0 {
-		r.Max = max(DefaultMaxInterval, r.Initial)
+		r.Max = max(policy.DefaultMaxInterval, r.Initial)
 	}
 	if r.Multiplier == 0 {
-		r.Multiplier = DefaultMultiplier
+		r.Multiplier = policy.DefaultMultiplier
 	}
 	if r.Jitter == 0 {
-		r.Jitter = DefaultJitter
+		r.Jitter = policy.DefaultJitter
 	}
 	return p
 }
@@ -185,7 +160,9 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	if err := policy.CheckJitter(r.Jitter); err != nil {
 		errs = append(errs, fmt.Errorf("retry %w", err))
 	}
-	if err := policy.CheckWait(p.Wait, r.Attempts, r.MaxWait, p.Replicas); err != nil {
+	if w, err := p.wait(); err != nil {
+		errs = append(errs, err)
+	} else if err := policy.CheckWait(w, r.Attempts, r.MaxWait, p.Replicas); err != nil {
 		errs = append(errs, err)
 	}
 	if err := policy.CheckMaxHold(p.TTL, p.MaxHold); err != nil {
@@ -253,9 +230,9 @@ func readOverrides(environ []string) (map[string]time.Duration, error) {
 		switch {
 		case !ok:
 			continue
-		case strings.HasPrefix(name, EnvMaxHoldPrefix):
+		case strings.HasPrefix(name, policy.EnvMaxHoldPrefix):
 			check = func(d time.Duration) error { return policy.CheckMaxHold(0, d) } // its ttl is checked by Client.Domain
-		case !strings.HasPrefix(name, EnvTTLPrefix):
+		case !strings.HasPrefix(name, policy.EnvTTLPrefix):
 			continue
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(val))

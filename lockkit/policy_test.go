@@ -2,6 +2,7 @@ package lockkit
 
 import (
 	"errors"
+	"github.com/lockkit/lockkit/internal/policy"
 	"math"
 	"strings"
 	"testing"
@@ -11,7 +12,7 @@ import (
 )
 
 func TestPolicyValidation(t *testing.T) {
-	c := &Client{cmdTimeout: DefaultCommandTimeout}
+	c := &Client{cmdTimeout: policy.DefaultCommandTimeout}
 	for _, tc := range []struct {
 		name string
 		p    Policy
@@ -156,7 +157,7 @@ func TestZeroLock(t *testing.T) {
 
 func TestRetryDefaults(t *testing.T) {
 	p := Policy{TTL: time.Second, Retry: Retry{Attempts: 3}}.withDefaults()
-	want := Retry{Attempts: 3, Initial: DefaultInitialInterval, Max: DefaultMaxInterval, Multiplier: DefaultMultiplier, Jitter: DefaultJitter}
+	want := Retry{Attempts: 3, Initial: policy.DefaultInitialInterval, Max: policy.DefaultMaxInterval, Multiplier: policy.DefaultMultiplier, Jitter: policy.DefaultJitter}
 	if p.Retry != want {
 		t.Fatalf("defaults = %+v, want %+v", p.Retry, want)
 	}

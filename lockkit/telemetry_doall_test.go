@@ -225,7 +225,7 @@ func TestRetryRatioCountsEveryAcquisition(t *testing.T) {
 	noopSet := func(context.Context, *LeaseSet) error { return nil }
 	const free, waited = 6, 2
 
-	domain := func(c *Client, name string, wait Wait) *Domain {
+	domain := func(c *Client, name string, wait string) *Domain {
 		d := c.Domain(DomainSpec{Name: name, Prefix: "lock:" + t.Name() + ":", Policy: Policy{TTL: 5 * time.Second, Wait: wait, Retry: retry}})
 		if d.err != nil {
 			t.Fatal(d.err)
@@ -248,7 +248,7 @@ func TestRetryRatioCountsEveryAcquisition(t *testing.T) {
 	}
 	histories := map[string]func(name string){
 		"do": func(name string) {
-			d, od := domain(g.c, name, WaitPoll), domain(other, name, WaitPoll)
+			d, od := domain(g.c, name, "poll"), domain(other, name, "poll")
 			for i := range free {
 				if err := lockOn(d, fmt.Sprint(i)).Do(t.Context(), noop); err != nil {
 					t.Fatal(err)
@@ -259,7 +259,7 @@ func TestRetryRatioCountsEveryAcquisition(t *testing.T) {
 			}
 		},
 		"fifo": func(name string) {
-			d, od := domain(g.c, name, WaitFIFO), domain(other, name, WaitFIFO)
+			d, od := domain(g.c, name, "fifo"), domain(other, name, "fifo")
 			for i := range free {
 				if err := lockOn(d, fmt.Sprint(i)).Do(t.Context(), noop); err != nil {
 					t.Fatal(err)
@@ -272,7 +272,7 @@ func TestRetryRatioCountsEveryAcquisition(t *testing.T) {
 		"doall": func(name string) {
 			// Sets of two: free/2 free sets, and waited sets in which one lock
 			// is held, so 2×waited acquisitions wait (the whole set waits).
-			d, od := domain(g.c, name, WaitPoll), domain(other, name, WaitPoll)
+			d, od := domain(g.c, name, "poll"), domain(other, name, "poll")
 			for i := range free / 2 {
 				if err := DoAll(t.Context(), noopSet, lockOn(d, fmt.Sprint(i, "x")), lockOn(d, fmt.Sprint(i, "y"))); err != nil {
 					t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 // fifoPolicy is a FIFO domain's policy: waits in PostgreSQL's own queue,
 // for at most maxWait.
 func fifoPolicy(ttl, maxWait time.Duration) lockkit.Policy {
-	return lockkit.Policy{TTL: ttl, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: maxWait}}
+	return lockkit.Policy{TTL: ttl, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: maxWait}}
 }
 
 // queued is how many sessions wait in PostgreSQL's queue for key's lock.

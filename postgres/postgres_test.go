@@ -412,12 +412,12 @@ func TestDoTx(t *testing.T) {
 func TestFIFODomainWithoutMaxWaitRefused(t *testing.T) {
 	pg := startPG(t)
 	c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
-	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
+	d := c.Domain(lockkit.DomainSpec{Name: "fifo", Policy: lockkit.Policy{TTL: time.Second, Wait: "fifo",
 		Retry: lockkit.Retry{Attempts: 2, MaxWait: time.Second}}})
 	if err := d.Err(); err != nil {
 		t.Fatalf("FIFO domain on PostgreSQL: %v", err)
 	}
-	d = c.Domain(lockkit.DomainSpec{Name: "fifo-unbounded", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.WaitFIFO,
+	d = c.Domain(lockkit.DomainSpec{Name: "fifo-unbounded", Policy: lockkit.Policy{TTL: time.Second, Wait: "fifo",
 		Retry: lockkit.Retry{Attempts: 2}}})
 	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "max_wait") {
 		t.Fatalf("FIFO domain on PostgreSQL without max_wait: %v", err)

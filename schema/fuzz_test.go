@@ -3,6 +3,7 @@ package schema
 import (
 	"cmp"
 	"errors"
+	"github.com/lockkit/lockkit/internal/policy"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,7 @@ func FuzzParse(f *testing.F) {
 			if r := d.Retry; !r.None() && (r.Initial <= 0 || r.Initial > r.Max || r.Multiplier < 1 || r.Jitter < 0 || r.Jitter > 1 || r.MaxWait < 0) {
 				t.Fatalf("domain %q: invalid retry %+v", d.Name, r)
 			}
-			if wait := cmp.Or(d.ReplicaTimeout, DefaultReplicaTimeout); d.Replicas < 0 || d.ReplicaTimeout < 0 || d.ReplicaTimeout%time.Millisecond != 0 ||
+			if wait := cmp.Or(d.ReplicaTimeout, policy.DefaultReplicaTimeout); d.Replicas < 0 || d.ReplicaTimeout < 0 || d.ReplicaTimeout%time.Millisecond != 0 ||
 				d.Replicas == 0 && d.ReplicaTimeout != 0 || d.Replicas > 0 && wait >= d.TTL {
 				t.Fatalf("domain %q: invalid replicas %d, replica timeout %v (ttl %v)", d.Name, d.Replicas, d.ReplicaTimeout, d.TTL)
 			}

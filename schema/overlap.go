@@ -1,6 +1,10 @@
 package schema
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/lockkit/lockkit/internal/policy"
+)
 
 // Keys are checked exactly, with automata. A domain's key suffix is its
 // pattern with every parameter replaced by its encoding, so the set of
@@ -128,8 +132,8 @@ func buildAutomaton(segs []Segment, nonEmptyStrings bool) *automaton {
 			}
 			continue
 		}
-		switch s.Type.Encoding() {
-		case EncString:
+		switch policy.EncodingOf(string(s.Type)) {
+		case policy.EncString:
 			p := add(stringClass, i, last)
 			loop(p)
 			if nonEmptyStrings {
@@ -137,13 +141,13 @@ func buildAutomaton(segs []Segment, nonEmptyStrings bool) *automaton {
 			} else { // may be empty: whatever could end before it still can
 				last = append(append([]int32(nil), last...), p)
 			}
-		case EncInt:
+		case policy.EncInt:
 			m := add(minusClass, i, last)
 			d := add(digitClass, i, last)
 			a.follow[m] = append(a.follow[m], d)
 			loop(d)
 			last = []int32{d}
-		case EncUint:
+		case policy.EncUint:
 			d := add(digitClass, i, last)
 			loop(d)
 			last = []int32{d}

@@ -3,6 +3,7 @@ package schema
 import (
 	"errors"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/policy"
 	"math/rand/v2"
 	"regexp"
 	"strings"
@@ -109,9 +110,9 @@ func keyRegexp(t testing.TB, pattern string) *regexp.Regexp {
 		switch {
 		case !s.IsParam():
 			b.WriteString(regexp.QuoteMeta(s.Literal))
-		case s.Type.Encoding() == EncString:
+		case policy.EncodingOf(string(s.Type)) == policy.EncString:
 			b.WriteString("[^:{}]*")
-		case s.Type.Encoding() == EncInt:
+		case policy.EncodingOf(string(s.Type)) == policy.EncInt:
 			b.WriteString("-?[0-9]+")
 		default:
 			b.WriteString("[0-9]+")
@@ -139,18 +140,18 @@ func countSplits(segs []Segment, key string) int {
 	}
 	n := 0
 	for end := 0; end <= len(key) && n < 3; end++ {
-		if paramFits(s.Type.Encoding(), key[:end]) {
+		if paramFits(policy.EncodingOf(string(s.Type)), key[:end]) {
 			n += countSplits(rest, key[end:])
 		}
 	}
 	return min(n, 3)
 }
 
-func paramFits(enc Encoding, v string) bool {
+func paramFits(enc policy.Encoding, v string) bool {
 	switch enc {
-	case EncString:
+	case policy.EncString:
 		return !strings.ContainsAny(v, ":{}")
-	case EncInt:
+	case policy.EncInt:
 		v = strings.TrimPrefix(v, "-")
 	}
 	if v == "" {

@@ -413,12 +413,12 @@ func (p *parser) file(root *yaml.Node) *File {
 		f.Package = s
 	}
 
-	f.Prefix = DefaultPrefix
+	f.Prefix = policy.DefaultPrefix
 	if e, ok := top["prefix"]; ok {
 		if s, ok := p.str(e, where, `a string such as "lock:"`); ok {
 			switch {
 			case s == "":
-				p.add(pos(e.val), `prefix is empty; leave it out for the default %q, or write one such as "myapp:lock:"`, DefaultPrefix)
+				p.add(pos(e.val), `prefix is empty; leave it out for the default %q, or write one such as "myapp:lock:"`, policy.DefaultPrefix)
 			case strings.ContainsAny(s, "{}"):
 				p.add(pos(e.val), `prefix %q contains a brace; braces mark the Redis Cluster hash tag of each key and cannot appear in the prefix`, s)
 			case strings.IndexFunc(s, isControl) >= 0:
@@ -570,7 +570,7 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 		if d, ok := p.duration(e, label); ok {
 			switch {
 			case d <= 0:
-				p.add(pos(e.val), "%s: replica_timeout must be > 0 (got %q); leave it out for the default %s, or write a Go duration such as \"100ms\"", label, e.val.Value, DefaultReplicaTimeout)
+				p.add(pos(e.val), "%s: replica_timeout must be > 0 (got %q); leave it out for the default %s, or write a Go duration such as \"100ms\"", label, e.val.Value, policy.DefaultReplicaTimeout)
 			case d%time.Millisecond != 0:
 				p.add(pos(e.val), "%s: replica_timeout must be a whole number of milliseconds, as Redis WAIT counts them (got %q); such as %q", label, e.val.Value, max(d.Round(time.Millisecond), time.Millisecond).String())
 			default:
@@ -719,11 +719,11 @@ func (p *parser) checkRetry(label string, own, inherited retrySettings) (Retry, 
 		return def
 	}
 	r := Retry{
-		Initial:    pickD(own.initial, base.initial, DefaultRetryInitial),
-		Max:        pickD(own.max, base.max, DefaultRetryMax),
+		Initial:    pickD(own.initial, base.initial, policy.DefaultInitialInterval),
+		Max:        pickD(own.max, base.max, policy.DefaultMaxInterval),
 		MaxWait:    pickD(own.maxWait, base.maxWait, 0),
-		Multiplier: pickF(own.mult, base.mult, DefaultRetryMultiplier),
-		Jitter:     pickF(own.jitter, base.jitter, DefaultRetryJitter),
+		Multiplier: pickF(own.mult, base.mult, policy.DefaultMultiplier),
+		Jitter:     pickF(own.jitter, base.jitter, policy.DefaultJitter),
 	}
 	switch {
 	case own.attempts.set:
@@ -813,7 +813,7 @@ func (p *parser) checkReplicas(label string, own, inherited settings) (int, time
 	wait, waitFrom, ttlFrom := timeout.val, "", ""
 	switch {
 	case !timeout.set:
-		wait, waitFrom = DefaultReplicaTimeout, ", the default"
+		wait, waitFrom = policy.DefaultReplicaTimeout, ", the default"
 	case !own.replicaTimeout.set:
 		waitFrom = ", " + fromDefaults(timeout.node)
 	}
@@ -832,10 +832,10 @@ func (p *parser) checkReplicas(label string, own, inherited settings) (int, time
 		at = ttl.node
 	}
 	fix := "use a longer ttl"
-	if suggest := max(min(ttl.val/10, DefaultReplicaTimeout).Truncate(time.Millisecond), time.Millisecond); suggest < ttl.val {
+	if suggest := max(min(ttl.val/10, policy.DefaultReplicaTimeout).Truncate(time.Millisecond), time.Millisecond); suggest < ttl.val {
 		fix = fmt.Sprintf("set a shorter replica_timeout such as %q, or a longer ttl", suggest.String())
 	}
-	waitText := DefaultReplicaTimeout.String()
+	waitText := policy.DefaultReplicaTimeout.String()
 	if timeout.set {
 		waitText = timeout.node.Value
 	}
@@ -986,11 +986,12 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 	if wait.node == nil {
 		wait = defaults.wait
 	}
+	d.Wait = policy.WaitPollName
 	if wait.set {
-		d.Wait = wait.val
+		d.Wait = wait.val.String()
 		// internal/policy's rule, where the wait is set: fifo needs a
 		// max_wait when it may wait, and no replicas.
-		if err := policy.CheckWait(d.Wait, d.Retry.Attempts, d.Retry.MaxWait, d.Replicas); err != nil {
+		if err := policy.CheckWait(wait.val, d.Retry.Attempts, d.Retry.MaxWait, d.Replicas); err != nil {
 			at := wait.node
 			if own.wait.node == nil {
 				at = n

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"github.com/lockkit/lockkit/internal/policy"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,13 +52,13 @@ func TestParseValid(t *testing.T) {
 			Segments:    []Segment{{Literal: "table:"}, {Param: "id", Type: TypeString}},
 			Description: "A restaurant table being booked.\nSecond line.",
 			TTL:         10 * time.Second, Renew: 3 * time.Second, Retry: defRetry, Fencing: true,
-			Pos: Pos{10, 5}, PatternPos: Pos{10, 14},
+			Wait: "poll", Pos: Pos{10, 5}, PatternPos: Pos{10, 14},
 		},
 		{
 			Name: "user_digest", GoName: "UserDigest", Pattern: "user:{id:int64}:digest",
 			Segments: []Segment{{Literal: "user:"}, {Param: "id", Type: TypeInt64}, {Literal: ":digest"}},
 			TTL:      30 * time.Second, Renew: 3 * time.Second, Retry: Retry{Attempts: 1},
-			Pos: Pos{15, 5}, PatternPos: Pos{15, 14},
+			Wait: "poll", Pos: Pos{15, 5}, PatternPos: Pos{15, 14},
 		},
 		{
 			Name: "cron_run", GoName: "CronRun", Pattern: "cron:{job}:{hour:int64}",
@@ -65,13 +66,13 @@ func TestParseValid(t *testing.T) {
 			TTL:      10 * time.Second, Renew: -1,
 			// attempts from the domain, the rest inherited from defaults
 			Retry: Retry{Attempts: 2, Initial: 50 * time.Millisecond, Max: time.Second, Multiplier: 2, Jitter: 0.5, MaxWait: 5 * time.Second},
-			Pos:   Pos{18, 5}, PatternPos: Pos{18, 14},
+			Wait:  "poll", Pos: Pos{18, 5}, PatternPos: Pos{18, 14},
 		},
 		{
 			Name: "bare", GoName: "Bare", Pattern: "{id:uint64}",
 			Segments: []Segment{{Param: "id", Type: TypeUint64}},
 			TTL:      1500 * time.Millisecond, Renew: time.Second, Retry: defRetry,
-			Pos: Pos{23, 5}, PatternPos: Pos{23, 14},
+			Wait: "poll", Pos: Pos{23, 5}, PatternPos: Pos{23, 14},
 		},
 	}
 	if len(f.Domains) != len(want) {
@@ -92,14 +93,14 @@ func TestParseBuiltInRetryDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Retry{Attempts: 3, Initial: DefaultRetryInitial, Max: DefaultRetryMax, Multiplier: DefaultRetryMultiplier, Jitter: DefaultRetryJitter}
+	want := Retry{Attempts: 3, Initial: policy.DefaultInitialInterval, Max: policy.DefaultMaxInterval, Multiplier: policy.DefaultMultiplier, Jitter: policy.DefaultJitter}
 	if got := f.Domains[0].Retry; got != want {
 		t.Errorf("retry = %+v, want %+v", got, want)
 	}
 	if got := f.Domains[1].Retry; got != (Retry{Attempts: 1}) || !got.None() {
 		t.Errorf("no retry anywhere: got %+v, want a single attempt", got)
 	}
-	if f.Prefix != DefaultPrefix || f.Domains[0].Renew != 0 || f.Domains[0].Fencing {
+	if f.Prefix != policy.DefaultPrefix || f.Domains[0].Renew != 0 || f.Domains[0].Fencing {
 		t.Errorf("defaults not applied: prefix %q, renew %v, fencing %v", f.Prefix, f.Domains[0].Renew, f.Domains[0].Fencing)
 	}
 }

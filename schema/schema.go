@@ -8,15 +8,10 @@ import (
 	"os"
 	"slices"
 	"time"
-
-	"github.com/lockkit/lockkit/internal/policy"
 )
 
 // Version is the only schema version this package reads (the file's "version").
 const Version = 1
-
-// DefaultPrefix is the key prefix when the file sets none.
-const DefaultPrefix = policy.DefaultPrefix
 
 // MaxPatternLen bounds a pattern's length in bytes; longer patterns are rejected.
 const MaxPatternLen = 256
@@ -35,7 +30,7 @@ type File struct {
 	Path    string    // the file name as given to Parse or Load
 	Version int       // always Version
 	Package string    // Go package name of the generated file
-	Prefix  string    // key prefix, never empty (DefaultPrefix when not set)
+	Prefix  string    // key prefix, never empty ("lock:" when not set)
 	Domains []*Domain // in file order
 }
 
@@ -51,8 +46,8 @@ type Domain struct {
 	Retry          Retry
 	Fencing        bool
 	Replicas       int           // replicas that must hold the lock (Redis WAIT) before a lease is granted; 0: do not wait
-	ReplicaTimeout time.Duration // bound on that wait; 0: the runtime's default (DefaultReplicaTimeout), and always 0 when Replicas is 0
-	Wait           Wait          // how acquisitions wait for a held lock: WaitPoll (the default) or WaitFIFO
+	ReplicaTimeout time.Duration // bound on that wait; 0: the runtime's default (50ms), and always 0 when Replicas is 0
+	Wait           string        // how acquisitions wait for a held lock: "poll" (the default) or "fifo"
 	MaxHold        time.Duration // cap on one lease's total hold, above TTL; 0: no cap
 	Pos            Pos           // where the domain's entry starts (its first key)
 	PatternPos     Pos           // where its pattern value starts
@@ -103,30 +98,6 @@ var paramTypes = [...]ParamType{TypeString, TypeInt, TypeInt32, TypeInt64, TypeU
 // Each call returns a new slice.
 func ParamTypes() []ParamType { return slices.Clone(paramTypes[:]) }
 
-// Encoding is how a parameter of a type is written into a key.
-type Encoding int
-
-// The encodings.
-const (
-	// EncString: escaped so that it never contains ':', '{' or '}'; may be empty.
-	EncString Encoding = iota
-	// EncInt: signed decimal, -?[0-9]+.
-	EncInt
-	// EncUint: unsigned decimal, [0-9]+.
-	EncUint
-)
-
-// Encoding returns how parameters of type t are written into keys.
-func (t ParamType) Encoding() Encoding {
-	switch t {
-	case TypeInt, TypeInt32, TypeInt64:
-		return EncInt
-	case TypeUint, TypeUint32, TypeUint64:
-		return EncUint
-	}
-	return EncString
-}
-
 func (t ParamType) valid() bool {
 	return slices.Contains(paramTypes[:], t)
 }
@@ -143,30 +114,8 @@ type Retry struct {
 	MaxWait    time.Duration // bound on the total time spent acquiring; 0: none
 }
 
-// Wait is how a domain's acquisitions wait for a held lock (wait: poll or
-// wait: fifo); internal/policy owns the rule.
-type Wait = policy.Wait
-
-// The wait modes.
-const (
-	WaitPoll = policy.WaitPoll // retry with backoff (the default)
-	WaitFIFO = policy.WaitFIFO // a fair queue in Redis with push wake-up
-)
-
 // None reports whether the policy is a single attempt.
 func (r Retry) None() bool { return r.Attempts <= 1 }
-
-// DefaultReplicaTimeout is the runtime's bound on the wait for replicas when
-// the file sets no replica_timeout (lockkit.DefaultReplicaTimeout).
-const DefaultReplicaTimeout = policy.DefaultReplicaTimeout
-
-// Built-in values of retry fields that neither the domain nor the defaults set.
-const (
-	DefaultRetryInitial    = policy.DefaultInitialInterval
-	DefaultRetryMax        = policy.DefaultMaxInterval
-	DefaultRetryMultiplier = policy.DefaultMultiplier
-	DefaultRetryJitter     = policy.DefaultJitter
-)
 
 // maxFileSize bounds how much of a schema file Load reads: a schema is a few
 // kilobytes, and a path such as /dev/zero or a mistaken binary must not be

@@ -102,7 +102,7 @@ func BenchmarkFIFOWait(b *testing.B) {
 		hold               = time.Millisecond
 		run                = 3 * time.Second
 	)
-	p := lockkit.Policy{TTL: 10 * time.Second, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: 30 * time.Second}}
+	p := lockkit.Policy{TTL: 10 * time.Second, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: 30 * time.Second}}
 	var locks []lockkit.Lock
 	for range clients {
 		l := lockOf(newClient(b, z.Servers(), zookeeper.WithRoot("/bench")), "fifo", p, "x")

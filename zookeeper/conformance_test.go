@@ -24,7 +24,7 @@ func TestConformance(t *testing.T) {
 		Open: func(t *testing.T) driver.Spec { return zookeeper.New(z.Servers(), bounds) },
 		TTL:  time.Second,
 		Steal: func(t *testing.T, key string) {
-			path := zookeeper.LockPath(zookeeper.DefaultRoot, key)
+			path := zookeeper.LockPath("/lockkit", key)
 			for _, n := range nodes(t, raw, path) {
 				if err := raw.Delete(path+"/"+n, -1); err != nil {
 					t.Fatalf("steal %s: %v", key, err)

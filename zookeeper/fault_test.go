@@ -216,7 +216,7 @@ func unblocked(t *testing.T, servers []string, domain, id string, within time.Du
 		t.Fatalf("the lock is still blocked after the workload stopped: %v", err)
 	}
 	raw := rawConn(t, servers)
-	if kids := nodes(t, raw, zookeeper.LockPath(zookeeper.DefaultRoot, lk.Key())); len(kids) != 1 {
+	if kids := nodes(t, raw, zookeeper.LockPath("/lockkit", lk.Key())); len(kids) != 1 {
 		t.Errorf("nodes %v while one client holds the lock", kids)
 	}
 	//lockkit-vet:ignore test: the release outcome is not what this test checks

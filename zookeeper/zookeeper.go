@@ -48,10 +48,10 @@ import (
 // Default session timeout bounds: ZooKeeper's own defaults for its default
 // tickTime of 2s (minSessionTimeout = 2 ticks, maxSessionTimeout = 20 ticks).
 const (
-	DefaultMinSessionTimeout = 4 * time.Second
-	DefaultMaxSessionTimeout = 40 * time.Second
-	// DefaultRoot is the node under which lock nodes live.
-	DefaultRoot = "/lockkit"
+	defaultMinSessionTimeout = 4 * time.Second
+	defaultMaxSessionTimeout = 40 * time.Second
+	// defaultRoot is the node under which lock nodes live.
+	defaultRoot = "/lockkit"
 )
 
 // maxName bounds a lock's escaped node name: ZooKeeper keeps whole paths in
@@ -93,7 +93,7 @@ func WithSessionTimeouts(min, max time.Duration) Option {
 // "zk3:2181/app"): every node then lives below it. Client.Close closes the
 // backend's sessions, which frees the locks they still hold.
 func New(servers []string, opts ...Option) driver.Spec {
-	o := options{root: DefaultRoot, minSession: DefaultMinSessionTimeout, maxSession: DefaultMaxSessionTimeout}
+	o := options{root: defaultRoot, minSession: defaultMinSessionTimeout, maxSession: defaultMaxSessionTimeout}
 	for _, opt := range opts {
 		if opt.set != nil {
 			opt.set(&o)
@@ -156,7 +156,7 @@ func cleanPath(p string) string {
 
 func (o *options) check() error {
 	if o.root != "/" && cleanPath(o.root) == "" {
-		return fmt.Errorf("WithRoot(%q): want an absolute path without a trailing slash, such as %q", o.root, DefaultRoot)
+		return fmt.Errorf("WithRoot(%q): want an absolute path without a trailing slash, such as %q", o.root, defaultRoot)
 	}
 	if o.root == "/" {
 		o.root = ""

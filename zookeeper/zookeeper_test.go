@@ -73,7 +73,7 @@ func TestSingle(t *testing.T) {
 			t.Fatalf("%d holders at once", m)
 		}
 		key := lockOf(c, "excl", p, "k").Key()
-		if kids := nodes(t, raw, zookeeper.LockPath(zookeeper.DefaultRoot, key)); len(kids) != 0 {
+		if kids := nodes(t, raw, zookeeper.LockPath("/lockkit", key)); len(kids) != 0 {
 			t.Fatalf("nodes left behind: %v", kids)
 		}
 		t.Logf("%d holds, last fence %#x", holds, last)
@@ -94,7 +94,7 @@ func TestSingle(t *testing.T) {
 				t.Fatalf("TryAcquire on a held lock: %v, want ErrNotAcquired", err)
 			}
 		}
-		path := zookeeper.LockPath(zookeeper.DefaultRoot, lk.Key())
+		path := zookeeper.LockPath("/lockkit", lk.Key())
 		if kids := nodes(t, raw, path); len(kids) != 1 || !strings.HasPrefix(kids[0], l.Token()) {
 			t.Fatalf("nodes %v, want only the holder's (token %s)", kids, l.Token())
 		}
@@ -113,7 +113,7 @@ func TestSingle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := zookeeper.LockPath(zookeeper.DefaultRoot, a.Key())
+		path := zookeeper.LockPath("/lockkit", a.Key())
 		kids := nodes(t, raw, path)
 		if len(kids) != 1 {
 			t.Fatalf("nodes %v", kids)
@@ -239,13 +239,13 @@ func TestSingle(t *testing.T) {
 	// each holding it 1ms.
 	t.Run("FIFO16", func(t *testing.T) {
 		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second, Wait: lockkit.WaitFIFO, Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
+		p := lockkit.Policy{TTL: 2 * time.Second, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
 		lk := lockOf(c, "fifo", p, "k")
 		first, err := lk.Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		path := zookeeper.LockPath(zookeeper.DefaultRoot, lk.Key())
+		path := zookeeper.LockPath("/lockkit", lk.Key())
 		var (
 			mu    sync.Mutex
 			order []int
@@ -335,7 +335,7 @@ func TestSingle(t *testing.T) {
 		if kids := nodes(t, raw, zookeeper.LockPath("/app/x/lockkit", lk.Key())); len(kids) != 1 {
 			t.Fatalf("nodes below the chroot: %v", kids)
 		}
-		if kids := nodes(t, raw, zookeeper.LockPath(zookeeper.DefaultRoot, lk.Key())); len(kids) != 0 {
+		if kids := nodes(t, raw, zookeeper.LockPath("/lockkit", lk.Key())); len(kids) != 0 {
 			t.Fatalf("nodes outside the chroot: %v", kids)
 		}
 		if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
@@ -404,7 +404,7 @@ func lostCreate(t *testing.T, target string, raw *zk.Conn) {
 	if px.lost.Load() != 1 {
 		t.Fatalf("the proxy lost %d creates, want 1", px.lost.Load())
 	}
-	path := zookeeper.LockPath(zookeeper.DefaultRoot, lk.Key())
+	path := zookeeper.LockPath("/lockkit", lk.Key())
 	t.Logf("right after the grant: nodes %v (holder token %s)", nodes(t, raw, path), l.Token())
 	// The lost create's node is deleted (by the sweeper when the release
 	// of its token could not find it at once): only the holder's is left.

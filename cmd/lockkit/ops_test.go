@@ -28,7 +28,7 @@ var (
 	tableSpec = lockkit.DomainSpec{Name: "table", Pattern: "table:{id}",
 		Policy: lockkit.Policy{TTL: 3 * time.Second, Renew: 200 * time.Millisecond, Fencing: true}}
 	fqSpec = lockkit.DomainSpec{Name: "fq", Pattern: "fq:{id}",
-		Policy: lockkit.Policy{TTL: 3 * time.Second, Renew: 200 * time.Millisecond, Fencing: true, Wait: lockkit.WaitFIFO,
+		Policy: lockkit.Policy{TTL: 3 * time.Second, Renew: 200 * time.Millisecond, Fencing: true, Wait: "fifo",
 			Retry: lockkit.Retry{Attempts: 2, MaxWait: 30 * time.Second}}}
 )
 

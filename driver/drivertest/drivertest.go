@@ -122,7 +122,7 @@ func (s *suite) raw(t *testing.T) driver.Backend {
 		t.Fatalf("%s: Open returned a Spec without Open", s.h.Name)
 	}
 	be, err := spec.Open(driver.Config{
-		CommandTimeout: lockkit.DefaultCommandTimeout,
+		CommandTimeout: 500 * time.Millisecond,
 		Guard:          func(_ string, m driver.Backend) driver.Backend { return m },
 	})
 	if err != nil {
@@ -778,7 +778,7 @@ func (s *suite) ctxCancelled(t *testing.T) {
 			t.Errorf("%s: Do waiting on a held lock until its ctx ended = %v (fn ran: %v); want context.DeadlineExceeded", s.h.Name, err, ran)
 		}
 		// Bounded by the ctx, plus at most one command in flight.
-		if bound := wait + lockkit.DefaultCommandTimeout + 2*time.Second; took > bound {
+		if bound := wait + 500*time.Millisecond + 2*time.Second; took > bound {
 			t.Errorf("%s: Do returned %v after its ctx's %v deadline; want within %v", s.h.Name, took, wait, bound)
 		}
 		// A cancel (not a deadline) while waiting, too.
@@ -945,8 +945,8 @@ func (s *suite) serverDown(t *testing.T) {
 		if errors.Is(err, breaker.ErrOpen) {
 			open = true
 			// Refused before anything is sent: well within a command.
-			if took > lockkit.DefaultCommandTimeout {
-				t.Errorf("%s: an open breaker's refusal took %v; want under the command timeout %v", s.h.Name, took, lockkit.DefaultCommandTimeout)
+			if took > 500*time.Millisecond {
+				t.Errorf("%s: an open breaker's refusal took %v; want under the command timeout %v", s.h.Name, took, 500*time.Millisecond)
 			}
 			break
 		}

@@ -433,7 +433,7 @@ var shortTimeout = lockkit.WithCommandTimeout(100 * time.Millisecond)
 // withTableTTL makes a client under LOCKKIT_TTL_TABLE=ttl, the environment
 // override that lockkit.New reads once, and puts the variable back.
 func withTableTTL(ttl time.Duration, mk func() (*lockkit.Client, error)) (*lockkit.Client, error) {
-	const name = lockkit.EnvTTLPrefix + "TABLE"
+	const name = "LOCKKIT_TTL_TABLE"
 	old, had := os.LookupEnv(name)
 	if err := os.Setenv(name, ttl.String()); err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func policy(wait string) lockkit.Policy {
 	p := lockkit.Policy{TTL: 5 * time.Second, Fencing: true, Retry: lockkit.Retry{
 		Attempts: 100000, Initial: 2 * time.Millisecond, Max: 20 * time.Millisecond, MaxWait: 30 * time.Second}}
 	if wait == "fifo" {
-		p.Wait = lockkit.WaitFIFO
+		p.Wait = "fifo"
 	}
 	return p
 }

@@ -214,7 +214,7 @@ func TestGoldenRedis(t *testing.T) {
 	out.WriteString(dumpRedis(t, ctx, rdb, n))
 
 	// FIFO: a holder, a queued waiter, the handover message.
-	fifoPolicy := lockkit.Policy{TTL: 10 * time.Second, Fencing: true, Wait: lockkit.WaitFIFO,
+	fifoPolicy := lockkit.Policy{TTL: 10 * time.Second, Fencing: true, Wait: "fifo",
 		Retry: lockkit.Retry{Attempts: 1000, MaxWait: 10 * time.Second}}
 	fifo := c.Domain(lockkit.DomainSpec{Name: "fifo", Pattern: "fifo:{id}", Policy: fifoPolicy})
 	c2, err := newClient(r.Client(t), nil, lockkit.WithOwner("waiter"))

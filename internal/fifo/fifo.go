@@ -91,7 +91,7 @@
 //
 // # Who uses it
 //
-// lockkit's Client, for domains with Policy.Wait = WaitFIFO (wait: fifo in
+// lockkit's Client, for domains with Policy.Wait = "fifo" (wait: fifo in
 // lockkit.yaml): lockkit/fifo.go is the acquire loop described above,
 // lockkit/backend_fifo.go the Redis backend's side (one Notifier per
 // go-redis client), and lockkit/fifo_test.go tests the whole through

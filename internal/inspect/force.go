@@ -127,7 +127,7 @@ func (in *Inspector) ForceRelease(ctx context.Context, rdb redis.UniversalClient
 	if o.Token != "" && o.Token != tok {
 		return nil, fmt.Errorf("%s: %w by token %s (it holds %s)", key, ErrNotHeld, o.Token, tok)
 	}
-	fifoDomain := d.Wait == schema.WaitFIFO
+	fifoDomain := d.Wait == policy.WaitFIFOName
 	r, err := forceScript.Run(ctx, rdb, []string{key, policy.FenceKey(key)}, tok, bit(d.Fencing), bit(!fifoDomain)).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("releasing %s: %w", key, err)

@@ -223,10 +223,10 @@ func (in *Inspector) compile(o Options) (*filter, error) {
 func parseFilterValue(s schema.Segment, v string) (Param, error) {
 	p := Param{Name: s.Param, Type: s.Type}
 	var err error
-	switch s.Type.Encoding() {
-	case schema.EncInt:
+	switch policy.EncodingOf(string(s.Type)) {
+	case policy.EncInt:
 		p.Int, err = strconv.ParseInt(v, 10, bitSize(s.Type))
-	case schema.EncUint:
+	case policy.EncUint:
 		p.Uint, err = strconv.ParseUint(v, 10, bitSize(s.Type))
 	default:
 		p.Str = v

@@ -26,10 +26,10 @@ type Param struct {
 
 // Value returns the parameter as JSON shows it: a string, an int64 or a uint64.
 func (p Param) Value() any {
-	switch p.Type.Encoding() {
-	case schema.EncInt:
+	switch policy.EncodingOf(string(p.Type)) {
+	case policy.EncInt:
 		return p.Int
-	case schema.EncUint:
+	case policy.EncUint:
 		return p.Uint
 	}
 	return p.Str
@@ -38,10 +38,10 @@ func (p Param) Value() any {
 // String is the parameter's value as text: the string itself, or the
 // integer in decimal.
 func (p Param) String() string {
-	switch p.Type.Encoding() {
-	case schema.EncInt:
+	switch policy.EncodingOf(string(p.Type)) {
+	case policy.EncInt:
 		return strconv.FormatInt(p.Int, 10)
-	case schema.EncUint:
+	case policy.EncUint:
 		return strconv.FormatUint(p.Uint, 10)
 	}
 	return p.Str
@@ -119,10 +119,10 @@ func (d *Decoder) Encode(dom *schema.Domain, params []Param) (string, error) {
 }
 
 func appendParam(b []byte, t schema.ParamType, p Param) []byte {
-	switch t.Encoding() {
-	case schema.EncInt:
+	switch policy.EncodingOf(string(t)) {
+	case policy.EncInt:
 		return strconv.AppendInt(b, p.Int, 10)
-	case schema.EncUint:
+	case policy.EncUint:
 		return strconv.AppendUint(b, p.Uint, 10)
 	}
 	return policy.AppendParam(b, p.Str)
@@ -184,7 +184,7 @@ func (m *matcher) match(si, pos int, out *[]Param) bool {
 		*out = (*out)[:n]
 		return false
 	}
-	if seg.Type.Encoding() == schema.EncString {
+	if policy.EncodingOf(string(seg.Type)) == policy.EncString {
 		// Every boundary between encoded units up to the first byte that
 		// an encoded string cannot hold.
 		for end := pos; ; {
@@ -202,7 +202,7 @@ func (m *matcher) match(si, pos int, out *[]Param) bool {
 		}
 	} else {
 		end := pos
-		if end < len(m.s) && m.s[end] == '-' && seg.Type.Encoding() == schema.EncInt {
+		if end < len(m.s) && m.s[end] == '-' && policy.EncodingOf(string(seg.Type)) == policy.EncInt {
 			end++
 		}
 		for end < len(m.s) && m.s[end] >= '0' && m.s[end] <= '9' {
@@ -259,14 +259,14 @@ func unhex(c byte) int {
 // have written exactly enc for the value.
 func parseParam(seg schema.Segment, enc string) (Param, bool) {
 	p := Param{Name: seg.Param, Type: seg.Type}
-	switch seg.Type.Encoding() {
-	case schema.EncInt:
+	switch policy.EncodingOf(string(seg.Type)) {
+	case policy.EncInt:
 		v, err := strconv.ParseInt(enc, 10, bitSize(seg.Type))
 		if err != nil || strconv.FormatInt(v, 10) != enc {
 			return p, false
 		}
 		p.Int = v
-	case schema.EncUint:
+	case policy.EncUint:
 		v, err := strconv.ParseUint(enc, 10, bitSize(seg.Type))
 		if err != nil || strconv.FormatUint(v, 10) != enc {
 			return p, false

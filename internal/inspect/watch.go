@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"github.com/lockkit/lockkit/internal/policy"
 	"sort"
 	"time"
 
@@ -144,7 +145,7 @@ func (in *Inspector) Watch(ctx context.Context, rdb redis.UniversalClient, o Wat
 			case !had:
 				evs = append(evs, ev(EventAcquired, l))
 			case p.Token != l.Token:
-				if d := domains[l.Domain]; d != nil && d.Wait == schema.WaitFIFO {
+				if d := domains[l.Domain]; d != nil && d.Wait == policy.WaitFIFOName {
 					e := ev(EventHandover, l)
 					e.From = &Prior{Token: p.Token, Holder: p.Holder, Fence: p.Fence}
 					evs = append(evs, e)

@@ -218,11 +218,11 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				"nil Client":   nilClient.Domain(lockkit.DomainSpec{Name: "x", Policy: lockkit.Policy{TTL: time.Second}}),
 				"zero spec":    client.Domain(lockkit.DomainSpec{}),
 				"negative TTL": client.Domain(lockkit.DomainSpec{Name: "neg", Policy: lockkit.Policy{TTL: -1}}),
-				"bad wait":     client.Domain(lockkit.DomainSpec{Name: "wait", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.Wait(7)}}),
+				"bad wait":     client.Domain(lockkit.DomainSpec{Name: "wait", Policy: lockkit.Policy{TTL: time.Second, Wait: "lifo"}}),
 			} {
 				wantErr(t, name+" Domain.Err", d.Err(), "")
 			}
-			wantErr(t, "Wait(7)", client.Domain(lockkit.DomainSpec{Name: "wait", Policy: lockkit.Policy{TTL: time.Second, Wait: lockkit.Wait(7)}}).Err(), "wait")
+			wantErr(t, "wait lifo", client.Domain(lockkit.DomainSpec{Name: "wait", Policy: lockkit.Policy{TTL: time.Second, Wait: "lifo"}}).Err(), "wait")
 		},
 		"lockkit.Client.Health": func(t *testing.T) {
 			if nilClient.Health(ctx).Healthy || (&lockkit.Client{}).Health(ctx).Healthy {
@@ -436,11 +436,10 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				t.Error("empty JSON Schema")
 			}
 		},
-		"schema.ParamTypes":         func(t *testing.T) { _ = schema.ParamTypes() },
-		"schema.ParamType.Encoding": func(t *testing.T) { _ = schema.ParamType("").Encoding(); _ = schema.ParamType("nope").Encoding() },
-		"schema.Domain.Params":      func(t *testing.T) { var d *schema.Domain; _ = d.Params(); _ = (&schema.Domain{}).Params() },
-		"schema.Retry.None":         func(t *testing.T) { _ = schema.Retry{}.None() },
-		"schema.Segment.IsParam":    func(t *testing.T) { _ = schema.Segment{}.IsParam() },
+		"schema.ParamTypes":      func(t *testing.T) { _ = schema.ParamTypes() },
+		"schema.Domain.Params":   func(t *testing.T) { var d *schema.Domain; _ = d.Params(); _ = (&schema.Domain{}).Params() },
+		"schema.Retry.None":      func(t *testing.T) { _ = schema.Retry{}.None() },
+		"schema.Segment.IsParam": func(t *testing.T) { _ = schema.Segment{}.IsParam() },
 		"schema.Error.Error": func(t *testing.T) {
 			var e *schema.Error
 			_ = e.Error()

@@ -15,7 +15,7 @@ type Field struct {
 	// in driver.Request, where the backend needs it): "MaxHold".
 	GoName string
 	// Type is the field's Go type, as reflect prints it outside its
-	// package ("time.Duration", "policy.Wait"); a mapping's type has no
+	// package ("time.Duration", "string"); a mapping's type has no
 	// package ("Retry": lockkit.Retry and schema.Retry).
 	Type string
 	// Default is the value a file that leaves the field out gets, as
@@ -84,7 +84,7 @@ var Fields = []Field{
 		Rule: "A Go duration above 0, whole milliseconds as WAIT counts them, shorter than ttl; only with replicas > 0.",
 	},
 	{
-		Name: "wait", GoName: "Wait", Type: "policy.Wait", Default: WaitPollName,
+		Name: "wait", GoName: "Wait", Type: "string", Default: WaitPollName,
 		Doc:  "How an acquisition waits for a held lock: poll retries with jittered backoff per retry; fifo queues the waiters in Redis in arrival order, hands the lock to the next one on release and wakes it by push.",
 		Rule: "poll or fifo; fifo is for the Redis backend only, needs retry max_wait when attempts > 1, ignores retry's backoff fields, and excludes replicas.",
 	},

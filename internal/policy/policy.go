@@ -386,3 +386,29 @@ const EnvMaxHoldPrefix = "LOCKKIT_MAX_HOLD_"
 func EnvMaxHoldName(domain string) string {
 	return EnvMaxHoldPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
 }
+
+// Encoding is how a pattern parameter of a type is written into a key.
+type Encoding int
+
+// The encodings.
+const (
+	// EncString: escaped by AppendParam, so that it never contains ':',
+	// '{' or '}'; may be empty.
+	EncString Encoding = iota
+	// EncInt: signed decimal, -?[0-9]+.
+	EncInt
+	// EncUint: unsigned decimal, [0-9]+.
+	EncUint
+)
+
+// EncodingOf is how a parameter of the pattern type typ ("string",
+// "int64", "uint32"...) is written into keys; an unknown type is a string.
+func EncodingOf(typ string) Encoding {
+	switch typ {
+	case "int", "int32", "int64":
+		return EncInt
+	case "uint", "uint32", "uint64":
+		return EncUint
+	}
+	return EncString
+}

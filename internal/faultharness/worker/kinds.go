@@ -8,7 +8,7 @@ package main
 //
 //	pg     lockkit.Do on postgres.New: session advisory locks
 //	pgtx   postgres.DoTx: the lock and the write commit or roll back together
-//	fifo   lockkit.Do on a Redis domain with Policy.Wait = WaitFIFO
+//	fifo   lockkit.Do on a Redis domain with Policy.Wait = "fifo"
 //	doall  lockkit.DoAll over several keys of a Redis Cluster, one row each
 //
 // SIGUSR2 makes the worker stop itself (SIGSTOP) right after the validity
@@ -90,7 +90,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		if *id%2 == 1 && *mutate == "nofifo" {
 			// Broken on purpose: odd workers poll instead of queueing.
 		} else {
-			pol.Wait = lockkit.WaitFIFO
+			pol.Wait = "fifo"
 			pol.Retry.MaxWait = 5 * time.Second
 		}
 	case "doall":

@@ -82,7 +82,7 @@ var tableSpec = lockkit.DomainSpec{
 			MaxWait:  2 * time.Second,
 		},
 		Fencing: true,
-		Wait:    lockkit.WaitFIFO,
+		Wait:    "fifo",
 	},
 }
 
@@ -165,7 +165,7 @@ var roomSpec = lockkit.DomainSpec{
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
 		TTL:  10 * time.Second,
-		Wait: lockkit.WaitFIFO,
+		Wait: "fifo",
 	},
 }
 

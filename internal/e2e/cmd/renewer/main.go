@@ -55,8 +55,8 @@ func run(hold time.Duration, table string) (err error) {
 		err = errors.Join(err, shutdown(sctx))
 	}()
 
-	if os.Getenv(lockkit.EnvTTLPrefix+"TABLE") == "" {
-		if err := os.Setenv(lockkit.EnvTTLPrefix+"TABLE", "900ms"); err != nil {
+	if os.Getenv("LOCKKIT_TTL_TABLE") == "" {
+		if err := os.Setenv("LOCKKIT_TTL_TABLE", "900ms"); err != nil {
 			return err
 		}
 	}
