@@ -116,13 +116,13 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	case req.Replicas > 0:
 		n, err = b.acquireReplicated(ctx, keys(), req)
 	case req.Fencing:
-		n, err = runOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
 		// Lua call (about a fifth of an uncontended acquire+release).
 		// A reply other than OK is redis.Nil: not set.
-		err = once(ctx, b.rdb, "set", req.Key, holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
+		err = rediswire.Once(ctx, b.rdb, "set", req.Key, holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
 	}
 	if err == redis.Nil {
 		return 0, driver.ErrContended
@@ -150,7 +150,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = runOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, keys[:1], p.Token).Result()
+	_, _ = rediswire.RunOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, keys[:1], p.Token).Result()
 	if werr != nil {
 		return 0, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)
 	}
@@ -177,10 +177,12 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 		})
 	}
 	run(func(pipe redis.Pipeliner) *redis.Cmd {
-		return once(ctx, pipe, scriptArgs("evalsha", script.Hash(), keys, args)...)
+		return rediswire.Once(ctx, pipe, rediswire.ScriptArgs("evalsha", script.Hash(), keys, args)...)
 	})
-	if isNoScript(acq.Err()) {
-		run(func(pipe redis.Pipeliner) *redis.Cmd { return once(ctx, pipe, scriptArgs("eval", src, keys, args)...) })
+	if rediswire.IsNoScript(acq.Err()) {
+		run(func(pipe redis.Pipeliner) *redis.Cmd {
+			return rediswire.Once(ctx, pipe, rediswire.ScriptArgs("eval", src, keys, args)...)
+		})
 	}
 	return acq, wait, nil
 }
@@ -232,7 +234,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*driver.Request) (
 	if replicas > 0 {
 		fences, err = b.acquireAllReplicated(ctx, keys, args, reqs, replicas, timeout)
 	} else {
-		fences, err = runOnce(ctx, b.rdb, rediswire.AcquireAllScript, rediswire.AcquireAllSrc, keys, args...).Int64Slice()
+		fences, err = rediswire.RunOnce(ctx, b.rdb, rediswire.AcquireAllScript, rediswire.AcquireAllSrc, keys, args...).Int64Slice()
 	}
 	switch {
 	case err == redis.Nil:
@@ -266,7 +268,7 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
 	for _, req := range reqs {
-		_, _ = runOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{req.Key}, req.Token).Result()
+		_, _ = rediswire.RunOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{req.Key}, req.Token).Result()
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)
@@ -275,7 +277,7 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := runOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
+	n, err := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
 	return n == 1, redisclass.Mark(err)
 }
 
@@ -328,7 +330,7 @@ func (b *redisBackend) ReadHolder(ctx context.Context, key string) (driver.Holdi
 }
 
 func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, error) {
-	n, err := runOnce(ctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{key}, token).Int64()
+	n, err := rediswire.RunOnce(ctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{key}, token).Int64()
 	return n == 1, redisclass.Mark(err)
 }
 

@@ -121,7 +121,22 @@ func Check(in Input) *Report {
 	}
 	checkClaims(in, byToken, r, bad)
 	checkFaults(in, r, bad)
+	checkErrorText(in.Histories, bad)
 	return r
+}
+
+// checkErrorText: no error a worker saw is malformed. "%!" is what fmt
+// writes for a verb with a bad or missing argument (issue 30 found
+// "%!w(<nil>)" in a FIFO wait's error): every fault suite's errors pass
+// through here.
+func checkErrorText(hists [][]Event, bad func(string, ...any)) {
+	for w, h := range hists {
+		for _, e := range h {
+			if strings.Contains(e.Err, "%!") {
+				bad("worker history %d: a %s event's error is malformed (a fmt verb with a bad argument): %q", w, e.Ev, e.Err)
+			}
+		}
+	}
 }
 
 // checkGrants: no fence granted to two leases, no lease granted two fences,

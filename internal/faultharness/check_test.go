@@ -114,6 +114,9 @@ func TestCheckCatches(t *testing.T) {
 		{"a worker claims a grant the server never made", func(in *Input) {
 			in.Histories[1][0].Fence = 13
 		}, "the lock server granted it 11"},
+		{"an error with a bad fmt verb", func(in *Input) {
+			in.Histories[0] = append(in.Histories[0], Event{Ev: "acqfail", Out: "canceled", Err: "stopped waiting after 1 attempt(s) in 346ms: %!w(<nil>)"})
+		}, "error is malformed"},
 		{"no grant after a fault", func(in *Input) {
 			in.Faults[0].End = 1000
 		}, "no lease was granted after it ended"},

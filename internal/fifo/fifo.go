@@ -109,6 +109,7 @@ import (
 
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -116,11 +117,13 @@ var (
 	// The grant scripts issue fences by internal/policy's one rule.
 	//go:embed acquire.lua
 	acquireBody   string
-	acquireScript = redis.NewScript(holder.OwnsLua + policy.NextFenceLua + pruneLua + acquireBody)
+	acquireSrc    = holder.OwnsLua + policy.NextFenceLua + pruneLua + acquireBody
+	acquireScript = redis.NewScript(acquireSrc)
 
 	//go:embed release.lua
 	releaseBody   string
-	releaseScript = redis.NewScript(holder.OwnsLua + policy.NextFenceLua + pruneLua + releaseBody)
+	releaseSrc    = holder.OwnsLua + policy.NextFenceLua + pruneLua + releaseBody
+	releaseScript = redis.NewScript(releaseSrc)
 )
 
 // pruneLua removes waiters whose server-side deadline passed (dead, or gone
@@ -236,13 +239,15 @@ var ErrReply = errors.New("fifo: unexpected script reply")
 // Acquire takes req.Key for req.Token if the lock is free and the token is
 // at the head of the key's queue (or the queue is empty); otherwise it puts
 // the token in the queue, or refreshes its deadline there, in the same
-// script, one round trip. rdb is any go-redis client; on a
+// script, one round trip, sent at most once (rediswire.RunOnce: go-redis
+// never re-sends it after it may have reached the server). rdb is any
+// go-redis client; on a
 // *redis.ClusterClient wake-ups are published with SPUBLISH, and the key
 // must have a hash tag.
 //
 // After an error the token may or may not hold the lock and may or may not
 // be queued: call Leave (or Release), which undoes both.
-func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, error) {
+func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result, error) {
 	key, waiterTTL := req.Key, req.WaiterTTL
 	if req.TTL < time.Millisecond || waiterTTL < time.Millisecond {
 		return Result{}, fmt.Errorf("fifo: TTL %v and WaiterTTL %v must be at least 1ms", req.TTL, waiterTTL)
@@ -258,7 +263,7 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 	if req.Fencing {
 		keys = keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix)
 	}
-	v, err := acquireScript.Run(ctx, rdb, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
+	v, err := rediswire.RunOnce(ctx, rdb, acquireScript, acquireSrc, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
 		req.Wake, flag(sharded), req.Holder).Slice()
 	if err != nil {
 		return Result{}, err
@@ -306,9 +311,11 @@ func Acquire(ctx context.Context, rdb redis.Scripter, req *Request) (Result, err
 // queue, and, when the lock is free, hands it over to the waiter at the
 // head and publishes the grant on its client's channel.
 // prev, when not "", is the releaser's trace context, left for the next
-// holder (Result.Previous) for as long as the queue lives.
-func Release(ctx context.Context, rdb redis.Scripter, key, token, prev string) (held bool, err error) {
-	n, err := releaseScript.Run(ctx, rdb,
+// holder (Result.Previous) for as long as the queue lives. Like Acquire, it
+// is sent at most once: a re-sent release would find the lock gone (or
+// handed over) and report a loss.
+func Release(ctx context.Context, rdb rediswire.Processor, key, token, prev string) (held bool, err error) {
+	n, err := rediswire.RunOnce(ctx, rdb, releaseScript, releaseSrc,
 		keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix),
 		token, flag(Sharded(rdb)), prev).Int64()
 	return n == 1, err
@@ -344,7 +351,7 @@ func keysOf(key string, suffixes ...string) []string {
 // over to the waiter now at the head. It is Release without a trace context: if
 // the lock holds token (a grant whose reply was lost), it is released too,
 // since a token that leaves has given up on its acquisition.
-func Leave(ctx context.Context, rdb redis.Scripter, key, token string) error {
+func Leave(ctx context.Context, rdb rediswire.Processor, key, token string) error {
 	_, err := Release(ctx, rdb, key, token, "")
 	return err
 }

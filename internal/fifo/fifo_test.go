@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func acq(ctx context.Context, rdb redis.Scripter, key, token string, ttl time.Duration, fencing bool, waiterTTL time.Duration, wake string) (Result, error) {
+func acq(ctx context.Context, rdb redis.UniversalClient, key, token string, ttl time.Duration, fencing bool, waiterTTL time.Duration, wake string) (Result, error) {
 	return Acquire(ctx, rdb, &Request{Key: key, Token: token, TTL: ttl, WaiterTTL: waiterTTL, Fencing: fencing, Wake: wake})
 }
 
@@ -56,7 +56,7 @@ type acquisition struct {
 
 // acquire runs the loop: Acquire; while queued, subscribe (once) and wait
 // for a push or the fallback; leave on error or ctx end.
-func acquire(ctx context.Context, rdb redis.Scripter, n *Notifier, key, token string, ttl, waiterTTL, fallback time.Duration, fencing bool) (acquisition, error) {
+func acquire(ctx context.Context, rdb redis.UniversalClient, n *Notifier, key, token string, ttl, waiterTTL, fallback time.Duration, fencing bool) (acquisition, error) {
 	var a acquisition
 	start := time.Now()
 	var w *Waiter
