@@ -394,7 +394,7 @@ func (p *parser) file(root *yaml.Node) *File {
 	}
 	const where = "" // messages about top-level keys need no prefix
 	top := p.fields(root, where, topKeys)
-	f := &File{Version: Version, Path: p.errs.file}
+	f := &File{Version: version, Path: p.errs.file}
 
 	// Read the version first: a file of another version is not read further.
 	if e, ok := top["version"]; !ok {

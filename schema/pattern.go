@@ -33,8 +33,8 @@ func parsePattern(s string) ([]Segment, []patternError) {
 		fail(0, `pattern is empty; write a key pattern such as "table:{id}"`)
 		return nil, errs
 	}
-	if len(s) > MaxPatternLen {
-		fail(0, "pattern is %d bytes long; keep it within %d", len(s), MaxPatternLen)
+	if len(s) > maxPatternLen {
+		fail(0, "pattern is %d bytes long; keep it within %d", len(s), maxPatternLen)
 		return nil, errs
 	}
 	seen := map[string]bool{} // parameter names so far

@@ -10,11 +10,11 @@ import (
 	"time"
 )
 
-// Version is the only schema version this package reads (the file's "version").
-const Version = 1
+// version is the only schema version this package reads (the file's "version").
+const version = 1
 
-// MaxPatternLen bounds a pattern's length in bytes; longer patterns are rejected.
-const MaxPatternLen = 256
+// maxPatternLen bounds a pattern's length in bytes; longer patterns are rejected.
+const maxPatternLen = 256
 
 //go:embed lockkit.schema.json
 var jsonSchema []byte
@@ -28,7 +28,7 @@ func JSONSchema() []byte { return bytes.Clone(jsonSchema) }
 // domain, names are derived, and every check has passed.
 type File struct {
 	Path    string    // the file name as given to Parse or Load
-	Version int       // always Version
+	Version int       // always 1, the only version this package reads
 	Package string    // Go package name of the generated file
 	Prefix  string    // key prefix, never empty ("lock:" when not set)
 	Domains []*Domain // in file order

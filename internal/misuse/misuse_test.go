@@ -137,6 +137,16 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close(ctx) })
 	dom := client.Domain(lockkit.DomainSpec{Name: "misuse", Policy: lockkit.Policy{TTL: time.Second}})
 	lock := dom.Key(8).Literal("id:").String("x").Lock()
+	semDom := client.Domain(lockkit.DomainSpec{Name: "misuse_sem", Policy: lockkit.Policy{TTL: time.Second, Kind: "semaphore", Permits: 2}})
+	sem := semDom.Key(8).Literal("id:").String("x").Semaphore()
+	elDom := client.Domain(lockkit.DomainSpec{Name: "misuse_el", Policy: lockkit.Policy{TTL: time.Second, Kind: "election"}})
+	el := elDom.Key(8).Literal("id:").String("x").Election()
+	var (
+		zeroSem lockkit.Semaphore
+		zeroEl  lockkit.Election
+		nilTerm *lockkit.Term
+		nopTerm = func(context.Context, *lockkit.Term) error { return nil }
+	)
 
 	table := map[string]func(t *testing.T){
 		// lockkit: constructors and options.
@@ -183,6 +193,14 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 			if err == nil {
 				_ = c.Close(ctx)
 			}
+		},
+		"lockkit.WithSharedEnvironment": func(t *testing.T) {
+			c, err := lockkit.New(goredis.New(unreachable), lockkit.WithSharedEnvironment(), lockkit.WithSharedEnvironment())
+			if err != nil {
+				t.Errorf("New with WithSharedEnvironment twice: %v", err)
+				return
+			}
+			_ = c.Close(ctx)
 		},
 		"lockkit.WithOwner": func(t *testing.T) {
 			for _, o := range []string{"", strings.Repeat("x", 1<<16), "a;b&c=\x00\xff"} {
@@ -284,6 +302,76 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 		},
 		"lockkit.KeyBuilder.Lock": func(t *testing.T) { _ = lockkit.KeyBuilder{}.Lock().Key() },
 		// lockkit: locks.
+		"lockkit.KeyBuilder.Semaphore": func(t *testing.T) {
+			_ = lockkit.KeyBuilder{}.Semaphore().Key()
+			// a lock domain's key is no semaphore: its calls say so
+			wantErr(t, "Semaphore() of a lock domain", dom.Key(1).Literal("x").Semaphore().TryDo(ctx, nopFn), "semaphore")
+		},
+		"lockkit.KeyBuilder.Election": func(t *testing.T) {
+			_ = lockkit.KeyBuilder{}.Election().Key()
+			wantErr(t, "Election() of a lock domain", dom.Key(1).Literal("x").Election().Lead(ctx, nopTerm), "election")
+		},
+		"lockkit.Semaphore.Key": func(t *testing.T) { _ = zeroSem.Key() + sem.Key() },
+		"lockkit.Semaphore.Do": func(t *testing.T) {
+			wantErr(t, "zero Semaphore.Do", zeroSem.Do(ctx, nopFn), "")
+			wantErr(t, "Semaphore.Do(nil fn)", sem.Do(ctx, nil), "fn is nil")
+			wantErr(t, "Semaphore.Do(nil ctx)", sem.Do(nilCtx, nopFn), "nil context")
+		},
+		"lockkit.Semaphore.TryDo": func(t *testing.T) {
+			wantErr(t, "zero Semaphore.TryDo", zeroSem.TryDo(ctx, nopFn), "")
+			wantErr(t, "Semaphore.TryDo(nil fn)", sem.TryDo(ctx, nil), "fn is nil")
+			wantErr(t, "Semaphore.TryDo(nil ctx)", sem.TryDo(nilCtx, nopFn), "nil context")
+		},
+		"lockkit.Semaphore.Acquire": func(t *testing.T) {
+			//lockkit-vet:ignore test: no lease is granted here
+			_, err := zeroSem.Acquire(ctx)
+			wantErr(t, "zero Semaphore.Acquire", err, "")
+			//lockkit-vet:ignore test: no lease is granted here
+			_, err = sem.Acquire(nilCtx)
+			wantErr(t, "Semaphore.Acquire(nil ctx)", err, "nil context")
+		},
+		"lockkit.Semaphore.TryAcquire": func(t *testing.T) {
+			//lockkit-vet:ignore test: no lease is granted here
+			_, err := zeroSem.TryAcquire(ctx)
+			wantErr(t, "zero Semaphore.TryAcquire", err, "")
+			//lockkit-vet:ignore test: no lease is granted here
+			_, err = sem.TryAcquire(nilCtx)
+			wantErr(t, "Semaphore.TryAcquire(nil ctx)", err, "nil context")
+		},
+		"lockkit.Election.Key": func(t *testing.T) { _ = zeroEl.Key() + el.Key() },
+		"lockkit.Election.Lead": func(t *testing.T) {
+			wantErr(t, "zero Election.Lead", zeroEl.Lead(ctx, nopTerm), "")
+			wantErr(t, "Lead(nil fn)", el.Lead(ctx, nil), "fn is nil")
+			wantErr(t, "Lead(nil ctx)", el.Lead(nilCtx, nopTerm), "nil context")
+		},
+		"lockkit.Election.Leader": func(t *testing.T) {
+			_, err := zeroEl.Leader(ctx)
+			wantErr(t, "zero Election.Leader", err, "")
+			_, err = el.Leader(nilCtx)
+			wantErr(t, "Leader(nil ctx)", err, "nil context")
+		},
+		"lockkit.Election.Observe": func(t *testing.T) {
+			_, err := zeroEl.Observe(ctx)
+			wantErr(t, "zero Election.Observe", err, "")
+			_, err = el.Observe(nilCtx)
+			wantErr(t, "Observe(nil ctx)", err, "nil context")
+		},
+		"lockkit.Leader.Leads": func(t *testing.T) {
+			if (lockkit.Leader{}).Leads() {
+				t.Error("the zero Leader leads")
+			}
+		},
+		"lockkit.Term.Number": func(t *testing.T) {
+			if n := nilTerm.Number(); n != 0 {
+				t.Errorf("nil Term's number = %d", n)
+			}
+		},
+		"lockkit.Term.Lease": func(t *testing.T) {
+			if nilTerm.Lease() != nil {
+				t.Error("nil Term has a lease")
+			}
+		},
+		"lockkit.Term.Err": func(t *testing.T) { wantErr(t, "nil Term.Err", nilTerm.Err(), "") },
 		"lockkit.Lock.Key": func(t *testing.T) { _ = zeroLock.Key() },
 		"lockkit.Lock.Do": func(t *testing.T) {
 			wantErr(t, "zero Lock.Do", zeroLock.Do(ctx, nopFn), "")
