@@ -124,7 +124,9 @@ func lockkitCall(info *types.Info, call *ast.CallExpr) method {
 		return method{}
 	}
 	switch recvName(sig.Recv().Type()) + "." + fn.Name() {
-	case "Lock.Do", "Lock.TryDo", "Lock.Acquire", "Lock.TryAcquire", "Lease.Release", "Lease.Fence":
+	case "Lock.Do", "Lock.TryDo", "Lock.Acquire", "Lock.TryAcquire",
+		"Semaphore.Do", "Semaphore.TryDo", "Semaphore.Acquire", "Semaphore.TryAcquire",
+		"Lease.Release", "Lease.Fence":
 	default:
 		return method{}
 	}

@@ -31,6 +31,22 @@ func (l Lock) Acquire(ctx context.Context) (*Lease, error) { return nil, nil }
 
 func (l Lock) TryAcquire(ctx context.Context) (*Lease, error) { return nil, nil }
 
+type Semaphore struct{ key string }
+
+func (s Semaphore) Key() string { return s.key }
+
+func (s Semaphore) Do(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return fn(ctx, nil)
+}
+
+func (s Semaphore) TryDo(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
+	return fn(ctx, nil)
+}
+
+func (s Semaphore) Acquire(ctx context.Context) (*Lease, error) { return nil, nil }
+
+func (s Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return nil, nil }
+
 type Lease struct{ fence int64 }
 
 func (l *Lease) Key() string                       { return "" }
