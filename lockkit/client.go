@@ -523,7 +523,7 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 	if c == nil {
 		return nil
 	}
-	d := &Domain{c: c, name: spec.Name, prefix: spec.Prefix, tel: c.tel.Domain(spec.Name)}
+	d := &Domain{c: c, name: spec.Name, prefix: spec.Prefix, tel: c.tel.DomainKind(spec.Name, spec.Policy.Kind)}
 	if d.prefix == "" {
 		d.prefix = policy.DefaultPrefix
 	}

@@ -1152,3 +1152,33 @@ func TestTelemetryRedlockNodeEvents(t *testing.T) {
 		}
 	}
 }
+
+// A term of an election is its hold span, with lockkit.kind=election and its
+// number as lockkit.fence; a semaphore's permit carries lockkit.kind=semaphore.
+func TestTelemetryKinds(t *testing.T) {
+	g := newTelRig(t, testserver.StartRedis(t))
+	ctx := t.Context()
+	el := g.c.Domain(DomainSpec{Name: "leader", Policy: Policy{TTL: 2 * time.Second, Kind: "election"}})
+	var term int64
+	if err := el.Key(1).Literal("x").Election().Lead(ctx, func(ctx context.Context, tm *Term) error {
+		term = tm.Number()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sem := g.c.Domain(DomainSpec{Name: "permits", Policy: Policy{TTL: 2 * time.Second, Kind: "semaphore", Permits: 2}})
+	if err := sem.Key(1).Literal("x").Semaphore().Do(ctx, func(context.Context, *Lease) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := attrOf(g.one(t, "lockkit.hold leader").Attributes, telnames.AttrFence); !ok || v.AsInt64() != term || term == 0 {
+		t.Errorf("the term's hold span has lockkit.fence %v (%v), want the term number %d", v.AsInt64(), ok, term)
+	}
+	for name, want := range map[string]string{
+		"lockkit.hold leader": "election", "lockkit.acquire leader": "election",
+		"lockkit.hold permits": "semaphore", "lockkit.acquire permits": "semaphore",
+	} {
+		if v, ok := attrOf(g.one(t, name).Attributes, telnames.AttrKind); !ok || v.AsString() != want {
+			t.Errorf("%s: lockkit.kind %q (%v), want %q", name, v.AsString(), ok, want)
+		}
+	}
+}

@@ -46,6 +46,13 @@ func TestCatalogMatchesEmitted(t *testing.T) {
 		hold.EndAcquire(AcquireResult{Outcome: o, Attempts: 5, Contended: true})
 		hold.End(o, nil)
 	}
+	// A permit of a semaphore domain, which carries lockkit.kind.
+	{
+		hctx, hold := r.in.DomainKind("table", "semaphore").StartHold(ctx, testKey)
+		hold.StartAcquire(hctx)
+		hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 1})
+		hold.End(telnames.OutcomeReleased, nil)
+	}
 	r.in.BreakerState(ctx, "node-1", telnames.BreakerOpen)
 
 	type named struct {
@@ -150,5 +157,58 @@ func TestCatalogValues(t *testing.T) {
 		if e.Kind != telemetry.KindSpan && e.Kind != telemetry.KindEvent && !strings.HasPrefix(e.Name, "lockkit.") && e.Name != "error.type" {
 			t.Errorf("%s: name outside the lockkit namespace", e.Name)
 		}
+	}
+}
+
+// An election's and a semaphore's spans and metrics carry lockkit.kind (a
+// term's hold span with its number as lockkit.fence); a lock's carry none.
+func TestKindAttribute(t *testing.T) {
+	r := newRig(t, Options{})
+	ctx := context.Background()
+	for _, kind := range []string{"", "lock", "election", "semaphore"} {
+		name := "d_" + kind
+		hctx, hold := r.in.DomainKind(name, kind).StartHold(ctx, testKey)
+		hold.StartAcquire(hctx)
+		hold.EndAcquire(AcquireResult{Outcome: telnames.OutcomeAcquired, Attempts: 1, Fence: 9})
+		hold.End(telnames.OutcomeReleased, nil)
+	}
+	want := map[string]string{"d_": "", "d_lock": "", "d_election": "election", "d_semaphore": "semaphore"}
+	seen := 0
+	for _, s := range r.spans.GetSpans() {
+		dom, kind := "", ""
+		for _, kv := range s.Attributes {
+			switch kv.Key {
+			case telnames.AttrDomain:
+				dom = kv.Value.AsString()
+			case telnames.AttrKind:
+				kind = kv.Value.AsString()
+			}
+		}
+		if w, ok := want[dom]; !ok || kind != w {
+			t.Errorf("span %q of domain %q: lockkit.kind %q, want %q", s.Name, dom, kind, want[dom])
+		}
+		seen++
+	}
+	if seen != 8 {
+		t.Errorf("%d spans, want 8 (a hold and an acquire per domain)", seen)
+	}
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if h, ok := m.Data.(metricdata.Histogram[float64]); ok {
+				for _, p := range h.DataPoints {
+					if v, ok := p.Attributes.Value(telnames.AttrKind); ok {
+						kinds[v.AsString()] = true
+					}
+				}
+			}
+		}
+	}
+	if !kinds["election"] || !kinds["semaphore"] || kinds["lock"] {
+		t.Errorf("metric points carry kinds %v, want election and semaphore only", kinds)
 	}
 }

@@ -329,8 +329,12 @@ func (h *Hold) endChild(s trace.Span, o telnames.Outcome, err error) {
 	s.End()
 }
 
-// identity appends the domain and, unless omitted, key attributes to kvs.
+// identity appends the domain, the kind (of an election or semaphore) and,
+// unless omitted, key attributes to kvs.
 func (h *Hold) identity(kvs []attribute.KeyValue) []attribute.KeyValue {
+	if h.d.hasKind {
+		kvs = append(kvs, h.d.kindAttr)
+	}
 	if h.hasKey {
 		return append(kvs, h.d.domainAttr, h.keyKV)
 	}

@@ -265,7 +265,13 @@ func sameProvider(a, b any) bool {
 // attribute sets built once. Call it once per domain (when the runtime binds a
 // DomainSpec to its client) and keep it. A nil *Instruments returns a nil *Domain,
 // which is valid and records nothing.
-func (in *Instruments) Domain(name string) *Domain {
+func (in *Instruments) Domain(name string) *Domain { return in.DomainKind(name, "") }
+
+// DomainKind is Domain for a domain of a kind other than a lock ("election",
+// "semaphore"): its spans and metrics also carry lockkit.kind, so that a
+// campaign, a term, a permit's acquire, release and loss are told apart
+// from a lock's. "" and "lock" add nothing.
+func (in *Instruments) DomainKind(name, kind string) *Domain {
 	if in == nil {
 		return nil
 	}
@@ -278,13 +284,18 @@ func (in *Instruments) Domain(name string) *Domain {
 		releaseName: telnames.SpanRelease + " " + name,
 		domainAttr:  telnames.AttrDomain.String(name),
 	}
+	base := []attribute.KeyValue{d.domainAttr}
+	if kind != "" && kind != "lock" {
+		d.kindAttr, d.hasKind = telnames.AttrKind.String(kind), true
+		base = append(base, d.kindAttr)
+	}
 	for o := range numOutcomes {
-		opt := metric.WithAttributeSet(attribute.NewSet(d.domainAttr, outcomeAttrs[o]))
+		opt := metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], outcomeAttrs[o])...))
 		d.addByOutcome[o] = []metric.AddOption{opt}
 		d.recordByOutcome[o] = []metric.RecordOption{opt}
 	}
 	for c := range numLostCauses {
-		opt := metric.WithAttributeSet(attribute.NewSet(d.domainAttr, lostCauseAttrs[c]))
+		opt := metric.WithAttributeSet(attribute.NewSet(append(base[:len(base):len(base)], lostCauseAttrs[c])...))
 		d.addByCause[c] = []metric.AddOption{opt}
 	}
 	return d
@@ -370,6 +381,8 @@ type Domain struct {
 	name                                          string
 	holdName, acquireName, renewName, releaseName string
 	domainAttr                                    attribute.KeyValue
+	kindAttr                                      attribute.KeyValue // lockkit.kind, when hasKind
+	hasKind                                       bool
 
 	addByOutcome    [numOutcomes][]metric.AddOption
 	recordByOutcome [numOutcomes][]metric.RecordOption

@@ -52,6 +52,9 @@ const (
 	AttrDomain = attribute.Key("lockkit.domain")
 	// AttrKey is the full lock key, hashed or omitted per the KeyMode (lockkit.WithKeyMode). Spans only.
 	AttrKey = attribute.Key("lockkit.key")
+	// AttrKind is a domain's kind, election or semaphore, on every span and
+	// metric of such a domain (a lock's carry none).
+	AttrKind = attribute.Key("lockkit.kind")
 	// AttrFence is the lease's fencing number, on acquire and hold spans of fencing domains.
 	AttrFence = attribute.Key("lockkit.fence")
 	// AttrAttempts is the number of attempts an acquisition made.
