@@ -25,7 +25,7 @@ func TestBookingOnRedis(t *testing.T) {
 
 // With DATABASE_URL set: the locks and the bookings in a real PostgreSQL
 // (internal/testserver): one booking for table 12; a crashed holder's lock
-// freed when its connection drops; DoTx's lock and row rolled back and
+// not granted to anyone before its lease ran out (lock-delay); DoTx's lock and row rolled back and
 // committed together.
 func TestBookingOnPostgres(t *testing.T) {
 	out := exampletest.OnPostgres(t, "lockkit-example-booking", run)
@@ -34,6 +34,7 @@ func TestBookingOnPostgres(t *testing.T) {
 	}
 	checkRace(t, out)
 	for _, want := range []string{
+		"replica-E  tries table 3 at once: not acquired",
 		"Eve got table 3",
 		"Grace: the payment provider declined: rolled back",
 		"result: table 5 has Heidi's booking only",

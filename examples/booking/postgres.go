@@ -18,8 +18,8 @@ import (
 
 // runPostgres tells the stories on PostgreSQL (DATABASE_URL): the same race,
 // with the locks held as session advisory locks and the bookings in a table;
-// a crashed holder, whose lock the server frees the moment its connection
-// drops; and a booking whose lock and row commit (or roll back) together.
+// a crashed holder, whose lock nobody gets before its lease has run out; and
+// a booking whose lock and row commit (or roll back) together.
 func runPostgres(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 	pool, err := env.NewPool(ctx, 4)
 	if err != nil {
@@ -43,10 +43,18 @@ func runPostgres(ctx context.Context, w io.Writer, env *exampleenv.Env) error {
 }
 
 // crashPostgres: a holder dies without releasing. On PostgreSQL its lock is
-// its session's, and the server frees it as soon as the connection drops.
+// its session's, and the server frees it as soon as the connection drops;
+// but the server cannot tell a dead holder from a live one whose session was
+// ended under it, so lockkit's lease record (a lock-delay) keeps the key from
+// anyone else until the dead holder's lease has run out.
 func crashPostgres(ctx context.Context, w io.Writer, env *exampleenv.Env, db *pgDatabase) error {
+	const crashTTL = time.Second
 	fmt.Fprintln(w, "\n2. Crash: a holder that never releases")
-	d, _, err := env.NewPostgresClient(ctx, lockkit.WithLogger(discardLogger))
+	fmt.Fprintf(w, "   (replica-D runs with LOCKKIT_TTL_TABLE=%v)\n", crashTTL)
+	d, err := withTableTTL(crashTTL, func() (*lockkit.Client, error) {
+		c, _, err := env.NewPostgresClient(ctx, lockkit.WithLogger(discardLogger))
+		return c, err
+	})
 	if err != nil {
 		return err
 	}
@@ -68,6 +76,12 @@ func crashPostgres(ctx context.Context, w io.Writer, env *exampleenv.Env, db *pg
 	}
 	fmt.Fprintf(w, "   %s replica-D  acquired %s (fence %d) for Frank, then crashed: its connections dropped, no release\n",
 		exampleenv.Stamp(time.Since(start)), leaseD.Key(), leaseD.Fence())
+	if err := locks.New(e).Table("3").TryDo(ctx, func(context.Context, *lockkit.Lease) error { return nil }); !errors.Is(err, lockkit.ErrNotAcquired) {
+		return fmt.Errorf("replica-E's try on table 3 right after replica-D crashed: %v, want ErrNotAcquired (the dead holder's lease has not run out)", err)
+	}
+	fmt.Fprintf(w, "   %s replica-E  tries table 3 at once: not acquired; replica-D's lease runs until %v\n",
+		exampleenv.Stamp(time.Since(start)), exampleenv.Stamp(leaseD.Deadline().Sub(start)))
+	time.Sleep(time.Until(leaseD.Deadline()))
 	eve := &replicaSvc{name: "replica-E", table: locks.New(e).Table, db: db}
 	waitFrom := time.Now()
 	var log exampleenv.Timeline
@@ -80,9 +94,10 @@ func crashPostgres(ctx context.Context, w io.Writer, env *exampleenv.Env, db *pg
 	case !res.booked:
 		return errors.New("replica-E could not book table 3 after the holder crashed")
 	}
-	fmt.Fprintf(w, "   result: Eve got table 3 %v after the crash: PostgreSQL ended the dead holder's session when its connection\n", waited.Round(time.Millisecond))
-	fmt.Fprintln(w, "   dropped, and the lock with it. A holder that is stopped rather than dead keeps its connection; the server's")
-	fmt.Fprintln(w, "   idle_session_timeout (the TTL) ends its session then, and lockkit tells its fn ErrLockLost first.")
+	fmt.Fprintf(w, "   result: Eve got table 3 %v after replica-D's lease ran out. PostgreSQL ended the dead holder's session when its\n", waited.Round(time.Millisecond))
+	fmt.Fprintln(w, "   connection dropped, and the lock with it; lockkit's lease record (docs/semantics.md, guarantee 1) kept the key")
+	fmt.Fprintln(w, "   from Eve until the lease's deadline, since the server cannot tell a dead holder from a live one whose session")
+	fmt.Fprintln(w, "   was ended under it (a live one is told ErrLockLost by then).")
 	return nil
 }
 
