@@ -88,6 +88,9 @@ func TestFaultHarnessKinds(t *testing.T) {
 		}
 		t.Run(k.name+"-mutation-"+k.mutation, func(t *testing.T) {
 			t.Parallel()
+			if k.soakOnly != "" {
+				t.Skip(k.soakOnly)
+			}
 			if k.needs != nil {
 				k.needs(t)
 			}
