@@ -110,9 +110,9 @@ func benchTwoKeys(b *testing.B, fencing, delayed bool) {
 // one key at a time, as across Cluster slots.
 type oneByOne struct{ driver.Backend }
 
-// Capabilities are the Redis backend's, without batching or a queue.
+// Capabilities are the Redis backend's, without batching, a queue or the holder read.
 func (b oneByOne) Capabilities() driver.Capabilities {
 	c := b.Backend.Capabilities()
-	c.Batching, c.FairQueue = false, false
+	c.Batching, c.FairQueue, c.Holders = false, false, false
 	return c
 }
