@@ -1019,6 +1019,15 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 		}
 	}
 	d.Kind, d.Permits = p.kind(m, de.label)
+	if d.Kind == policy.KindElection {
+		// An election's term number is its fence: it always fences. An
+		// explicit fencing: false on the domain says otherwise, and is refused
+		// where it is written; one from defaults does not apply to it.
+		if own.fencing.set && !own.fencing.val {
+			p.add(pos(own.fencing.node), "%s: kind election always fences (a term's number is its fence); remove fencing: false", de.label)
+		}
+		d.Fencing = true
+	}
 	return d
 }
 

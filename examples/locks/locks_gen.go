@@ -329,7 +329,8 @@ var cronLeaderSpec = lockkit.DomainSpec{
 			Jitter:     0.5,
 			MaxWait:    5 * time.Second,
 		},
-		Kind: "election",
+		Fencing: true,
+		Kind:    "election",
 	},
 }
 
@@ -345,7 +346,7 @@ var cronLeaderSpec = lockkit.DomainSpec{
 // Policy: ttl 2s (LOCKKIT_TTL_CRON_LEADER overrides it), renewed every ttl/3;
 // up to 5 attempts, backing off from 50ms to 1s (multiplier 2, jitter 0.5):
 // 375ms to 1.125s of backoff in all; max_wait 5s is longer, so it ends only an
-// acquisition whose attempts are slow.
+// acquisition whose attempts are slow; fencing on (Lease.Fence).
 type CronLeaderLock struct{ lockkit.Election }
 
 // CronLeader returns the cron_leader election on the key

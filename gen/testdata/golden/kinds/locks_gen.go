@@ -110,8 +110,9 @@ var nightlyReportSpec = lockkit.DomainSpec{
 	Pattern: "nightly:report",
 	Prefix:  "lock:",
 	Policy: lockkit.Policy{
-		TTL:  10 * time.Second,
-		Kind: "election",
+		TTL:     10 * time.Second,
+		Fencing: true,
+		Kind:    "election",
 	},
 }
 
@@ -120,7 +121,7 @@ var nightlyReportSpec = lockkit.DomainSpec{
 // lockkit.Election; a term's number is its fence.
 //
 // Policy: ttl 10s (LOCKKIT_TTL_NIGHTLY_REPORT overrides it), renewed every
-// ttl/3; a single attempt.
+// ttl/3; a single attempt; fencing on (Lease.Fence).
 type NightlyReportLock struct{ lockkit.Election }
 
 // NightlyReport returns the nightly_report election on the key
