@@ -128,6 +128,9 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 
 	// A client with no reachable server: New does not dial, so it is made;
 	// its domain gives locks whose calls are refused without a server.
+	// MaxRetries -1 only keeps each refused call to one dial: this table
+	// checks argument handling, not fault behaviour, which the lockkit and
+	// goredis fault tests check with the README's client (default retries).
 	unreachable := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 50 * time.Millisecond, MaxRetries: -1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = unreachable.Close() })
 	client, err := lockkit.New(goredis.New(unreachable), lockkit.WithCommandTimeout(100*time.Millisecond))

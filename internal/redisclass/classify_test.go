@@ -237,6 +237,9 @@ func TestClassifyRealErrors(t *testing.T) {
 		{
 			name: "connection refused",
 			produce: func(t *testing.T) (error, context.Context) {
+				// One dial, no re-send: the case classifies the error a
+				// refused dial gives; the README client's retries are covered
+				// by lockkit's TestRedisDownRefused.
 				c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), MaxRetries: -1, DialerRetries: 1})
 				defer c.Close()
 				return c.Ping(bg).Err(), bg
@@ -251,6 +254,8 @@ func TestClassifyRealErrors(t *testing.T) {
 					_, _ = c.Read(make([]byte, 4096)) // take the request, answer nothing
 					_ = c.Close()
 				})
+				// No re-send, so the error is the EOF itself, not a retry's;
+				// lockkit's send-once path sends lock writes the same way.
 				c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 				defer c.Close()
 				return c.Ping(bg).Err(), bg
