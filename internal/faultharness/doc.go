@@ -24,8 +24,10 @@
 // (worker/kinds.go): PostgreSQL session locks (pg) and DoTx (pgtx), a FIFO
 // domain on Redis (fifo, checked against the queue replayed from the AOF by
 // CheckFIFO), DoAll over keys on three Cluster masters (doall), etcd (its
-// MVCC history is the record of grants) and ZooKeeper (its members'
-// transaction logs, replayed by GrantsFromZKLog); each kind also has a run
+// MVCC history is the record of grants), ZooKeeper (its members'
+// transaction logs, replayed by GrantsFromZKLog), an election on Redis (the
+// term is the fence) and a semaphore on Redis (a fenced row per permit slot;
+// CheckPermits counts the writers at once in that record); each kind also has a run
 // with its workers broken on purpose that the checker must fail.
 //
 // The package's non-test code is the record formats and the checker, shared

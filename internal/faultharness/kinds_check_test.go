@@ -125,3 +125,37 @@ func TestCheckKinds(t *testing.T) {
 		t.Errorf("an aborted write then an empty read: porcupine says %v", got)
 	}
 }
+
+// TestCheckPermits: a semaphore's resource record, one row per slot. Two
+// permits at once pass; a third slot, or a stale write a row let through
+// after a newer lease's, is three writers at once.
+func TestCheckPermits(t *testing.T) {
+	w := func(tok string, pos int) Write { return Write{Value: EncodeValue(0, 0, tok, int64(pos)), Pos: pos} }
+	clean := map[string][]Write{
+		"s0": {w("A", 1), w("A", 3), w("C", 5), w("C", 7)},
+		"s1": {w("B", 2), w("B", 4), w("D", 6), w("D", 8)},
+	}
+	r := CheckPermits(clean, 2)
+	if len(r.Violations) != 0 || r.MaxAtOnce != 2 || r.Leases != 4 || r.Writes != 8 {
+		t.Fatalf("two permits, two at once: %+v", r)
+	}
+	if r := CheckPermits(clean, 1); len(r.Violations) != 2 {
+		t.Errorf("the same record, one permit: %q, want the two runs of two writers named", r.Violations)
+	}
+	for name, tc := range map[string]struct {
+		writes map[string][]Write
+		says   string
+	}{
+		"a third slot": {map[string][]Write{
+			"s0": {w("A", 1), w("A", 4)}, "s1": {w("B", 2), w("B", 5)}, "s2": {w("C", 3), w("C", 6)},
+		}, "3 writers at once at the resource, over the semaphore's 2 permits, at write 3 (s2): A (s0, writes 1..4), B (s1, writes 2..5), C (s2, writes 3..6)"},
+		"a stale write let through": {map[string][]Write{
+			"s0": {w("A", 1), w("C", 3), w("A", 4)}, "s1": {w("B", 2), w("B", 5)},
+		}, "3 writers at once at the resource, over the semaphore's 2 permits, at write 3 (s0)"},
+	} {
+		r := CheckPermits(tc.writes, 2)
+		if len(r.Violations) != 1 || !strings.Contains(r.Violations[0], tc.says) {
+			t.Errorf("%s: violations %q, want one saying %q", name, r.Violations, tc.says)
+		}
+	}
+}

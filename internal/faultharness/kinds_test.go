@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockkit/lockkit/etcd"
 	"github.com/lockkit/lockkit/internal/holder"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/postgres"
 	"github.com/lockkit/lockkit/zookeeper"
@@ -149,6 +150,10 @@ type kind struct {
 	mutation  string
 	mutFaults []string
 	mutSays   string
+	// rows names the resource's rows, when not r0, r1, …
+	rows func(r *krun) []string
+	// permits: a semaphore's, which CheckPermits holds its resource to.
+	permits int
 }
 
 var kinds = []kind{
@@ -197,6 +202,24 @@ var kinds = []kind{
 		mutation:   "nofence", mutFaults: []string{"pause-holder"},
 		mutSays: "late write",
 	},
+	{
+		// The leader is the holder: pause-holder pauses it before a write
+		// of its term, stop-holder and kill-holder stop and kill it in its
+		// term; restart-lock loses every term's record at once.
+		name: "election", mode: "election", nkeys: 1, start: startFIFO, collect: collectElection,
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "restart-lock"},
+		soakFaults: []string{"stop-waiter", "kill-waiter"},
+		mutation:   "nofence", mutFaults: []string{"pause-holder"},
+		mutSays: "late write",
+	},
+	{
+		name: "semaphore", mode: "semaphore", start: startSemaphore, collect: collectSemaphore,
+		rows: semaphoreRows, permits: semPermits,
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "restart-lock"},
+		soakFaults: []string{"stop-waiter", "kill-waiter"},
+		mutation:   "nplus1", mutFaults: nil,
+		mutSays: "writers at once at the resource",
+	},
 }
 
 const (
@@ -234,6 +257,8 @@ type krun struct {
 	rep                     *Report
 	fifo                    FIFOReport
 	lin                     map[string]string
+	permits                 PermitReport
+	in                      *Input // what the checker read
 	violations              []string
 }
 
@@ -275,6 +300,9 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 	}
 	for i := range k.nkeys {
 		r.rows = append(r.rows, fmt.Sprintf("r%d", i))
+	}
+	if k.rows != nil {
+		r.rows = k.rows(r)
 	}
 	if mutation == "" && k.faultsPG {
 		r.pg = testserver.StartPostgres(t)
@@ -344,10 +372,15 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 		}
 	}
 	in := r.collect()
+	r.in = &in
 	liveness = append(liveness, silences(r.procs, r.stops, in.Histories)...)
 	r.rep = Check(in)
 	r.violations = append(r.rep.Violations, liveness...)
 	r.violations = append(r.violations, r.fifo.Violations...)
+	if k.permits > 0 {
+		r.permits = CheckPermits(in.Writes, k.permits)
+		r.violations = append(r.violations, r.permits.Violations...)
+	}
 	r.lin = map[string]string{}
 	linTimeout := time.Minute
 	if soak {
@@ -466,22 +499,84 @@ func startFIFO(r *krun) {
 
 func collectFIFO(r *krun, in *Input) {
 	in.Regrants = true
-	dirs := append(slices.Clone(r.epochs[0]), filepath.Join(r.lock.Dir(), "appendonlydir"))
-	for i, d := range dirs {
-		cmds, err := ReadAOF(d)
-		if err != nil {
-			r.t.Fatalf("lock server AOF %s: %v", d, err)
-		}
-		g, err := GrantsFromAOF(cmds, r.keys[0], r.keys[0]+":fence", i)
-		if err != nil {
-			r.t.Fatalf("lock server AOF %s: %v", d, err)
-		}
-		in.Grants = append(in.Grants, g)
+	for i, cmds := range r.lockAOFs() {
+		in.Grants = append(in.Grants, r.grantsIn(cmds, r.keys[0], i))
 		f := CheckFIFO(cmds, r.keys[0], r.keys[0]+":q", i)
 		r.fifo.Grants += f.Grants
 		r.fifo.FromQueue += f.FromQueue
 		r.fifo.MaxQueue = max(r.fifo.MaxQueue, f.MaxQueue)
 		r.fifo.Violations = append(r.fifo.Violations, f.Violations...)
+	}
+}
+
+// lockAOFs reads the commands of the single lock server's AOFs (fifo,
+// election, semaphore): each epoch moved aside, then the live one.
+func (r *krun) lockAOFs() [][][]string {
+	var out [][][]string
+	for _, d := range append(slices.Clone(r.epochs[0]), filepath.Join(r.lock.Dir(), "appendonlydir")) {
+		cmds, err := ReadAOF(d)
+		if err != nil {
+			r.t.Fatalf("lock server AOF %s: %v", d, err)
+		}
+		out = append(out, cmds)
+	}
+	return out
+}
+
+// grantsIn replays key's grants from one epoch's AOF.
+func (r *krun) grantsIn(cmds [][]string, key string, epoch int) []Grant {
+	g, err := GrantsFromAOF(cmds, key, policy.FenceKey(key), epoch)
+	if err != nil {
+		r.t.Fatalf("lock server AOF, epoch %d: %v", epoch, err)
+	}
+	return g
+}
+
+// collectElection: the election's key is a lock key; each grant in the
+// lock server's AOFs is a term, its fence the term's number.
+func collectElection(r *krun, in *Input) {
+	for i, cmds := range r.lockAOFs() {
+		in.Grants = append(in.Grants, r.grantsIn(cmds, r.keys[0], i))
+	}
+}
+
+// semPermits is the semaphore kind's permits: fewer than its workers, so
+// that permits are contended.
+const semPermits = 2
+
+// semaphoreRows: one resource row per permit slot, named by the slot's key
+// (Lease.Key), which the permit's fence is for; a run with the nplus1
+// mutation has the extra slot's row too.
+func semaphoreRows(r *krun) []string {
+	n := semPermits
+	if r.mutation == "nplus1" {
+		n++
+	}
+	var rows []string
+	for i := range n {
+		rows = append(rows, policy.PermitKey(semKey, i))
+	}
+	return rows
+}
+
+// semKey is the semaphore's key: the workers' domain prefix and -keys.
+const semKey = "lock:{booking}"
+
+// startSemaphore: a single redis-server, its AOF the record of grants of
+// every slot.
+func startSemaphore(r *krun) {
+	startFIFO(r)
+	r.keys = r.rows // the lock keys are the slots' (the rows are named by them)
+	r.flags = append(r.flags, "-permits", fmt.Sprint(semPermits))
+}
+
+// collectSemaphore: each slot is a lock key with its own fence counter.
+func collectSemaphore(r *krun, in *Input) {
+	in.GrantSets = map[string][][]Grant{}
+	for i, cmds := range r.lockAOFs() {
+		for _, key := range r.keys {
+			in.GrantSets[key] = append(in.GrantSets[key], r.grantsIn(cmds, key, i))
+		}
 	}
 }
 
@@ -677,9 +772,13 @@ func (r *krun) newerWrite(res string, above int64) error {
 	return nil
 }
 
-// allNewer: every row has a write above the lease's fence (doall: its
-// leases' fences differ per key, so any write by a later section).
-func (r *krun) allNewer(tok string, above int64) error {
+// allNewer: every row the lease writes has a write above the lease's fence
+// (doall: its leases' fences differ per key, so any write by a later
+// section; semaphore: the row of its slot, key).
+func (r *krun) allNewer(key string, above int64) error {
+	if slices.Contains(r.rows, key) {
+		return r.newerWrite(key, above)
+	}
 	if len(r.rows) > 1 {
 		// A later section's writes: the grant count moved on and the
 		// first row's fence is above.
@@ -818,7 +917,7 @@ var faultFns = map[string]func(r *krun) Fault{
 	"stop-holder": func(r *krun) Fault {
 		w, ev := r.holderInFn("stop-holder")
 		f := Fault{Worker: w.id, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano(), Lost: true}
-		r.keepStopped(w, f.Start, func() error { return r.allNewer(ev.Tok, ev.Fence) })
+		r.keepStopped(w, f.Start, func() error { return r.allNewer(ev.Key, ev.Fence) })
 		f.End = time.Now().UnixNano()
 		r.stops[w] = append(r.stops[w], [2]int64{f.Start, f.End})
 		return f
@@ -965,12 +1064,11 @@ var faultFns = map[string]func(r *krun) Fault{
 			}
 			return nil
 		})
-		f := Fault{Worker: -1, Start: time.Now().UnixNano(), Note: fmt.Sprintf("%d waiters queued", n)}
-		r.lock.Kill(r.t)
-		r.archive(0, r.lock)
-		r.lock.Restart(r.t)
+		f := r.restartLock()
+		f.Note = fmt.Sprintf("%d waiters queued", n)
 		return f
 	},
+	"restart-lock": (*krun).restartLock,
 	// lose-node: with a worker stopped inside DoAll's fn, kill -9 the
 	// Cluster master of one of its keys and restart it empty (same slots);
 	// then resume the worker. Its set lost a key: DoAll must not return nil.
@@ -998,6 +1096,30 @@ var faultFns = map[string]func(r *krun) Fault{
 	},
 }
 
+// restartLock kills -9 the single lock server (fifo, election, semaphore)
+// and restarts it empty (its AOF directory moved aside for the checker):
+// every lease, term and permit is lost at once.
+func (r *krun) restartLock() Fault {
+	f := Fault{Worker: -1, Start: time.Now().UnixNano()}
+	r.lock.Kill(r.t)
+	r.archive(0, r.lock)
+	r.lock.Restart(r.t)
+	return f
+}
+
+// termsWritten counts the terms (fences) in an election's resource record,
+// and the most writes one term made there. Check holds each term to one
+// lease (no two leases wrote with one fence, each write carries the fence
+// the lock server granted its lease) and the terms to increasing.
+func termsWritten(ws []Write) (terms, most int) {
+	n := map[int64]int{}
+	for _, w := range ws {
+		n[w.Fence]++
+		most = max(most, n[w.Fence])
+	}
+	return len(n), most
+}
+
 // archive moves a killed server's AOF directory aside, for the checker.
 func (r *krun) archive(node int, s *testserver.Redis) {
 	kept := filepath.Join(s.Dir(), fmt.Sprintf("appendonlydir.epoch%d", len(r.epochs[node])+1))
@@ -1013,6 +1135,14 @@ func (r *krun) report(t *testing.T) {
 		r.k.name, len(r.live), len(r.procs), r.cycles, len(rp.Faults), r.setup.Round(time.Second), r.faultTime.Round(time.Second), r.total.Round(time.Second))
 	t.Logf("grants: %d in the lock server's records, %d seen by workers; acquisitions failed: %v; leases lost: %d; lost in fn and Do said so: %d",
 		rp.Grants, rp.GrantsSeen, rp.AcqFailures, rp.LeasesLost, rp.LostChecked)
+	if r.k.mode == "election" {
+		terms, most := termsWritten(r.in.Writes[ResPG])
+		t.Logf("election: %d terms wrote to the resource (of %d granted), up to %d writes in one term", terms, rp.Grants, most)
+	}
+	if r.k.permits > 0 {
+		t.Logf("permits: %d, most writers at once at the resource %d (at %d of %d accepted writes), %d leases wrote",
+			r.k.permits, r.permits.MaxAtOnce, r.permits.AtMax, r.permits.Writes, r.permits.Leases)
+	}
 	if r.fifo.Grants > 0 {
 		t.Logf("fifo: %d grants replayed against the queue, %d to a queued waiter, longest queue %d", r.fifo.Grants, r.fifo.FromQueue, r.fifo.MaxQueue)
 	}

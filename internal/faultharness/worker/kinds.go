@@ -12,6 +12,11 @@ package main
 //	doall  lockkit.DoAll over several keys of a Redis Cluster, one row each
 //	etcd   lockkit.Do on etcd.New over a 3-member cluster (polling)
 //	zk     lockkit.Do on zookeeper.New over a 3-member ensemble (polling)
+//	election   Election.Lead on a Redis domain of kind election: each term
+//	           writes its row 1-3 times with the term's number as the fence
+//	semaphore  Semaphore.Do on a Redis domain of kind semaphore (-permits):
+//	           each permit writes the row named by its slot (Lease.Key) twice,
+//	           on entry and on exit, with the slot's fence
 //
 // SIGUSR2 makes the worker stop itself (SIGSTOP) right after the validity
 // check of its next write, whichever row it is for; SIGUSR1 withdraws that
@@ -51,7 +56,9 @@ type kindWorker struct {
 	client *lockkit.Client
 	pool   *pgxpool.Pool // mode pg, pgtx: the lock server (and the resource's server)
 	locks  []lockkit.Lock
-	rows   []string // the rows written; rows[i] is guarded by locks[i] (doall), or rows[0] by locks[0]
+	rows   []string          // the rows written; rows[i] is guarded by locks[i] (doall), or rows[0] by locks[0]
+	elect  lockkit.Election  // mode election
+	sem    lockkit.Semaphore // mode semaphore: its permits write the rows named by their keys
 }
 
 // setupKind connects a mode's lock client and its locks.
@@ -96,14 +103,22 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 			lockkit.WithCommandTimeout(*cmdTO),
 			lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
 		)
-	case "fifo":
+	case "fifo", "election", "semaphore":
 		// The README's client configuration (go-redis's default retries).
 		rdb := redis.NewClient(&redis.Options{Addr: *lockRedis, ContextTimeoutEnabled: true})
 		closers = append(closers, func() { rdb.Close() })
 		kw.client, err = newLockClient(rdb, log)
-		if *id%2 == 1 && *mutate == "nofifo" {
+		switch {
+		case *mode == "election":
+			pol.Kind = "election"
+		case *mode == "semaphore":
+			pol.Kind, pol.Permits = "semaphore", *permits
+			if *mutate == "nplus1" {
+				pol.Permits++ // broken on purpose: one slot more than the checker allows
+			}
+		case *id%2 == 1 && *mutate == "nofifo":
 			// Broken on purpose: odd workers poll instead of queueing.
-		} else {
+		default:
 			pol.Wait = "fifo"
 			pol.Retry.MaxWait = 5 * time.Second
 		}
@@ -125,7 +140,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 		kw.client, err = newSpecClient(zookeeper.New(strings.Split(*lockZK, ","),
 			zookeeper.WithSessionTimeouts(200*time.Millisecond, 20*time.Second)), log)
 	default:
-		return nil, nil, fmt.Errorf("-mode %q: want redis, pg, pgtx, fifo, doall, etcd or zk", *mode)
+		return nil, nil, fmt.Errorf("-mode %q: want redis, pg, pgtx, fifo, doall, etcd, zk, election or semaphore", *mode)
 	}
 	if err != nil {
 		closeAll()
@@ -133,14 +148,27 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 	}
 	d := kw.client.Domain(lockkit.DomainSpec{Name: "harness", Prefix: "lock:", Policy: pol})
 	for _, k := range strings.Split(*keys, ",") {
-		kw.locks = append(kw.locks, d.Key(len(k)+2).Literal(k).Lock())
+		b := d.Key(len(k) + 2).Literal(k)
+		switch *mode {
+		case "election":
+			kw.elect = b.Election()
+		case "semaphore":
+			kw.sem = b.Semaphore()
+		default:
+			kw.locks = append(kw.locks, b.Lock())
+		}
 	}
-	if *mode != "doall" {
+	switch *mode {
+	case "election", "semaphore":
+		kw.rows = kw.rows[:1]
+	case "doall":
+		if len(kw.locks) != len(kw.rows) {
+			closeAll()
+			return nil, nil, fmt.Errorf("-keys %q and -rows %q: one row per key", *keys, *rows)
+		}
+	default:
 		kw.locks = kw.locks[:1]
 		kw.rows = kw.rows[:1]
-	} else if len(kw.locks) != len(kw.rows) {
-		closeAll()
-		return nil, nil, fmt.Errorf("-keys %q and -rows %q: one row per key", *keys, *rows)
 	}
 	return kw, closeAll, nil
 }
@@ -170,6 +198,10 @@ func (kw *kindWorker) section() {
 		kw.sectionTx()
 	case "doall":
 		kw.sectionAll()
+	case "election":
+		kw.sectionLead()
+	case "semaphore":
+		kw.sectionPermit()
 	default:
 		kw.sectionDo()
 	}
@@ -250,6 +282,64 @@ func (kw *kindWorker) sectionAll() {
 		// The set's other leases end with the first's outcome.
 		kw.h.add(faultharness.Event{Ev: "setdone", Tok: t, Out: out})
 	}
+}
+
+// sectionLead: election. One campaign (Lead) and, once elected, one term:
+// read the row, then 1-3 times work and write it with the term's number as
+// the fence. The campaign gives up after campaignFor (an acqfail).
+func (kw *kindWorker) sectionLead() {
+	var tok string
+	ctx, cancel := context.WithTimeout(context.Background(), campaignFor)
+	defer cancel()
+	err := kw.elect.Lead(ctx, func(ctx context.Context, term *lockkit.Term) error {
+		tok = term.Lease().Token()
+		kw.h.add(faultharness.Event{Ev: "grant", Tok: tok, Fence: term.Number(), Key: kw.elect.Key()})
+		kw.readRow(nil, faultharness.ResPG, kw.rows[0])
+		for range 1 + kw.rng.IntN(3) {
+			kw.work()
+			if err := kw.beforeWrite(faultharness.ResPG, tok, term.Number(), term.Err); err != nil {
+				return err
+			}
+			if err := kw.writeRow(faultharness.ResPG, kw.rows[0], tok, term.Number()); err != nil {
+				return err
+			}
+		}
+		kw.h.add(faultharness.Event{Ev: "fnret", Tok: tok})
+		return nil
+	})
+	kw.doneEvent(tok, err)
+}
+
+// campaignFor bounds one campaign: Lead campaigns until elected or its ctx
+// ends, and the worker must get back to its loop to see SIGTERM.
+const campaignFor = 10 * time.Second
+
+// sectionPermit: semaphore. Take a permit (Semaphore.Do); its slot's row
+// (named by Lease.Key) is read, written on entry, and, after the work,
+// written again on exit, both with the slot's fence. The resource's record
+// then spans each permit's time at the resource.
+func (kw *kindWorker) sectionPermit() {
+	var tok string
+	err := kw.sem.Do(context.Background(), func(ctx context.Context, lease *lockkit.Lease) error {
+		tok = lease.Token()
+		slot := lease.Key()
+		kw.h.add(faultharness.Event{Ev: "grant", Tok: tok, Fence: lease.Fence(), Key: slot})
+		kw.readRow(nil, slot, slot)
+		for i := range 2 {
+			if i == 1 {
+				kw.work()
+			}
+			if err := kw.beforeWrite(slot, tok, lease.Fence(), lease.Err); err != nil {
+				return err
+			}
+			if err := kw.writeRow(slot, slot, tok, lease.Fence()); err != nil {
+				return err
+			}
+		}
+		kw.h.add(faultharness.Event{Ev: "fnret", Tok: tok})
+		return nil
+	})
+	kw.doneEvent(tok, err)
 }
 
 func (kw *kindWorker) work() {
