@@ -77,12 +77,24 @@ func lockOn(d *Domain, id string) Lock {
 // under KeyHashed and every log line is scanned for a raw key (testWriter);
 // options a test passes itself come after these and win.
 func testOptions(t *testing.T) []Option {
-	opts := []Option{WithLogger(testLogger(t))}
-	if os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" {
-		opts = append(opts, WithKeyMode(telemetry.KeyHashed, []byte("scan-secret")))
+	if hashedRun() {
+		return []Option{
+			WithLogger(logTo(t, true)),
+			WithKeyMode(telemetry.KeyHashed, []byte("scan-secret")),
+		}
 	}
-	return opts
+	return []Option{WithLogger(testLogger(t))}
 }
+
+// rawKeyOptions are for a test that checks what the default key mode
+// (KeyRaw) records: its client logs and records raw keys in every run, and
+// its log lines are not scanned.
+func rawKeyOptions(t *testing.T) []Option {
+	return []Option{WithLogger(testLogger(t)), WithKeyMode(telemetry.KeyRaw, nil)}
+}
+
+// hashedRun: LOCKKIT_TEST_KEYMODE=hashed, which scripts/test.sh sets.
+func hashedRun() bool { return os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" }
 
 // rawKeyRE matches a lock key as the tests build it (a prefix, then the
 // hash tag in braces): under KeyHashed no log line may contain one.
@@ -90,14 +102,25 @@ var rawKeyRE = regexp.MustCompile(`[^\s"=]+\{[^{}\s"]*\}`)
 
 // testLogger sends the client's log lines to the test log.
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return logTo(t, false)
 }
 
-type testWriter struct{ t *testing.T }
+// logTo is a logger writing to the test log, scanning each line for a raw
+// key when scan is set.
+func logTo(t *testing.T, scan bool) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t: t, scan: scan}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testWriter writes log lines to the test log; with scan, a line that
+// quotes a raw key fails the test.
+type testWriter struct {
+	t    *testing.T
+	scan bool
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
 	line := strings.TrimRight(string(p), "\n")
-	if os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" {
+	if w.scan {
 		if k := rawKeyRE.FindString(line); k != "" {
 			w.t.Errorf("a log line under KeyHashed quotes the raw key %q: %s", k, line)
 		}

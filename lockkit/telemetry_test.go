@@ -68,7 +68,10 @@ func newTelRigOn(t *testing.T, be driver.Spec, opts ...Option) *telRig {
 	})
 	// The client's cleanup is registered after the providers', so the
 	// client closes first.
-	g.c = newClientOn(t, be, append([]Option{WithTracerProvider(g.tp), WithMeterProvider(mp)}, opts...)...)
+	// Raw keys unless the test says otherwise: these tests check what each
+	// span and log line records, and most check the default mode's.
+	base := append(rawKeyOptions(t), WithTracerProvider(g.tp), WithMeterProvider(mp))
+	g.c = newClientOn(t, be, append(base, opts...)...)
 	return g
 }
 
