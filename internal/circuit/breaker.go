@@ -146,6 +146,7 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 		case Failure:
 			if isTimeout(opErr) && starved(start) {
 				// This process was not running while it waited (lag.go).
+				starvedTimeouts.Add(1)
 				return struct{}{}, verdictIgnored
 			}
 			return struct{}{}, verdictFailure
