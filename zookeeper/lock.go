@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -89,6 +90,23 @@ func tokenName(token string) string {
 		return token + "-"
 	}
 	return fmt.Sprintf("~%x-", token)
+}
+
+// tokenOf is the token a lock node's name carries (tokenName's inverse);
+// "" when child is not a lock node.
+func tokenOf(child string) string {
+	if seqOf(child) < 0 {
+		return ""
+	}
+	name := child[:len(child)-11]
+	if hexed, ok := strings.CutPrefix(name, "~"); ok {
+		tok, err := hex.DecodeString(hexed)
+		if err != nil {
+			return ""
+		}
+		return string(tok)
+	}
+	return name
 }
 
 // isNodeOf reports whether child is a node created with the name prefix
