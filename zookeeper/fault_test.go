@@ -57,13 +57,16 @@ func churnMain() int {
 		quiet atomic.Bool
 		wg    sync.WaitGroup
 		held  atomic.Int64
+		// lastErr is the last error a Do returned.
+		lastErr atomic.Value
 	)
+	lastErr.Store("")
 	for i := range churnKeys {
 		lk := lockOf(c, "churn", p, strconv.Itoa(i))
 		wg.Go(func() {
 			for !quiet.Load() {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				_ = lk.Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
+				err := lk.Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
 					held.Add(1)
 					select {
 					case <-ctx.Done():
@@ -72,6 +75,9 @@ func churnMain() int {
 					return nil
 				})
 				cancel()
+				if err != nil {
+					lastErr.Store(err.Error())
+				}
 			}
 		})
 	}
@@ -82,7 +88,7 @@ func churnMain() int {
 		case "quiet":
 			quiet.Store(true)
 			wg.Wait()
-			fmt.Println("quiet", held.Load())
+			fmt.Printf("quiet %d %q\n", held.Load(), lastErr.Load())
 		case "exit":
 			_ = c.Close(context.Background())
 			return 0
@@ -417,8 +423,17 @@ func TestEnsemble(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 		child.Send(t, "quiet")
-		line := child.Next(t)
-		t.Logf("child: %s (grants), %d pauses past its session timeout", line, pauses)
+		var (
+			grants  int
+			lastErr string
+		)
+		if line := child.Next(t); func() error { _, err := fmt.Sscanf(line, "quiet %d %q", &grants, &lastErr); return err }() != nil {
+			t.Fatalf("child: %q", line)
+		}
+		t.Logf("child: %d grants, %d pauses past its session timeout; its last error: %s", grants, pauses, lastErr)
+		if grants == 0 {
+			t.Fatalf("the child took no lock (its last error: %s): the test proves nothing", lastErr)
+		}
 		// Nothing holds a key now: every node of the child must go, within
 		// its TTL and the sweeper's round (generous bound: a leftover node
 		// of a live session stays for good).
