@@ -2,10 +2,8 @@ package zookeeper
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"time"
@@ -48,63 +46,33 @@ type orphan struct {
 	path   string
 }
 
-// handshakeConn is the connection go-zookeeper dials, through which the
-// negotiated session timeout is learnt: go-zookeeper v1.0.4 keeps it
-// private (Conn has no accessor, and its session events carry only the
-// state), so the server's reply to the connect request is read as it passes
-// by. That reply is the first frame the server sends on a connection, the
-// protocol's ConnectResponse: length (int32), protocolVersion (int32),
-// timeOut (int32, ms), sessionId (int64), passwd; a sessionId of 0 refuses
-// the session (it expired).
-type handshakeConn struct {
-	net.Conn
-	s    *session
-	head []byte // the first frame's bytes read so far
-	done bool   // the handshake was read; only the reading goroutine uses head and done
+// zkLog receives go-zookeeper's log lines: the handshake's is how the
+// negotiated session timeout is learnt (go-zookeeper v1.0.4 keeps it
+// private); the rest is dropped, as a backend does not log.
+type zkLog struct{ s *session }
+
+const authenticatedFormat = "authenticated: id=%d, timeout=%d"
+
+func (l zkLog) Printf(format string, args ...any) {
+	if format != authenticatedFormat || len(args) != 2 {
+		return
+	}
+	id, ok1 := args[0].(int64)
+	ms, ok2 := args[1].(int32)
+	if !ok1 || !ok2 {
+		return
+	}
+	s := l.s
+	s.mu.Lock()
+	s.sid, s.negotiated = id, time.Duration(ms)*time.Millisecond
+	s.mu.Unlock()
+	s.broadcast()
 }
-
-// connectHead is the part of a ConnectResponse read: length,
-// protocolVersion, timeOut, sessionId.
-const connectHead = 4 + 4 + 4 + 8
-
-func (c *handshakeConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if c.done || n <= 0 {
-		return n, err
-	}
-	c.head = append(c.head, p[:n]...)
-	if len(c.head) < connectHead {
-		return n, err
-	}
-	c.done = true
-	ms := int32(binary.BigEndian.Uint32(c.head[8:12]))
-	id := int64(binary.BigEndian.Uint64(c.head[12:20]))
-	c.head = nil
-	if id != 0 {
-		c.s.mu.Lock()
-		c.s.sid, c.s.negotiated = id, time.Duration(ms)*time.Millisecond
-		c.s.mu.Unlock()
-		c.s.broadcast()
-	}
-	return n, err
-}
-
-// quiet drops go-zookeeper's log lines: a backend does not log.
-type quiet struct{}
-
-func (quiet) Printf(string, ...any) {}
 
 func (b *backend) dial(ttl time.Duration) (*session, error) {
 	s := &session{b: b, ttl: ttl, changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	conn, _, err := zk.Connect(b.hosts, ttl,
-		zk.WithLogger(quiet{}),
-		zk.WithDialer(func(network, address string, timeout time.Duration) (net.Conn, error) {
-			c, err := net.DialTimeout(network, address, timeout)
-			if err != nil {
-				return nil, err
-			}
-			return &handshakeConn{Conn: c, s: s}, nil
-		}),
+		zk.WithLogger(zkLog{s}),
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type == zk.EventSession {
 				s.broadcast()
