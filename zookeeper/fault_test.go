@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,13 +23,78 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const holderEnv = "LOCKKIT_ZK_HOLDER" // set in the child process: the servers
+const (
+	holderEnv = "LOCKKIT_ZK_HOLDER" // set in the child process: the servers
+	churnEnv  = "LOCKKIT_ZK_CHURN"  // set in churnMain's child: the servers
+)
 
 func TestMain(m *testing.M) {
 	if os.Getenv(holderEnv) != "" {
 		os.Exit(holderMain())
 	}
+	if os.Getenv(churnEnv) != "" {
+		os.Exit(churnMain())
+	}
 	os.Exit(m.Run())
+}
+
+// churnKeys is how many keys churnMain's child holds, one goroutine each.
+const churnKeys = 8
+
+// churnMain is the child of PausedChurn: churnKeys goroutines each take
+// their own key (TTL 1s, fenced) over and over, as the fault harness's
+// workers do, until "quiet" on stdin; then it says "quiet", keeps its
+// client (and session) open, and exits on "exit".
+func churnMain() int {
+	servers := strings.Split(os.Getenv(churnEnv), ",")
+	c, err := lockkit.New(zookeeper.New(servers, bounds), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	p := lockkit.Policy{TTL: time.Second, Fencing: true, Retry: lockkit.Retry{Attempts: 1 << 20, Initial: time.Millisecond, Max: 10 * time.Millisecond, MaxWait: 2 * time.Second}}
+	var (
+		quiet atomic.Bool
+		wg    sync.WaitGroup
+		held  atomic.Int64
+		// lastErr is the last error a Do returned.
+		lastErr atomic.Value
+	)
+	lastErr.Store("")
+	for i := range churnKeys {
+		lk := lockOf(c, "churn", p, strconv.Itoa(i))
+		wg.Go(func() {
+			for !quiet.Load() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := lk.Do(ctx, func(ctx context.Context, _ *lockkit.Lease) error {
+					held.Add(1)
+					select {
+					case <-ctx.Done():
+					case <-time.After(20 * time.Millisecond):
+					}
+					return nil
+				})
+				cancel()
+				if err != nil {
+					lastErr.Store(err.Error())
+				}
+			}
+		})
+	}
+	fmt.Println("started")
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		switch sc.Text() {
+		case "quiet":
+			quiet.Store(true)
+			wg.Wait()
+			fmt.Printf("quiet %d %q\n", held.Load(), lastErr.Load())
+		case "exit":
+			_ = c.Close(context.Background())
+			return 0
+		}
+	}
+	return 1
 }
 
 // holderMain is the child of PauseHolder: it takes the lock, says its
@@ -331,6 +397,68 @@ func TestEnsemble(t *testing.T) {
 		_ = l.Release(ctxT(t, 10*time.Second))
 		_ = child.Wait(t, 10*time.Second)
 		unblocked(t, servers, "paused", "k", 2*ttl)
+	})
+
+	// SIGSTOP a process that keeps taking locks for longer than its
+	// session timeout, several times: each time the server expires its
+	// session, and the process, continued, sends its next creates at once,
+	// some before go-zookeeper has seen its connection closed. Such a
+	// create waits in go-zookeeper's send queue and goes out on the
+	// session that replaces the expired one. Once the process stops taking
+	// locks (its session open), no node of it may be left: a leftover one
+	// would block its key for as long as the process lives.
+	t.Run("PausedChurn", func(t *testing.T) {
+		child := testserver.StartChild(t, "TestEnsemble", churnEnv+"="+strings.Join(servers, ","))
+		if line := child.Next(t); line != "started" {
+			t.Fatalf("child: %q", line)
+		}
+		raw := rawConn(t, servers)
+		keys := newClient(t, servers)
+		const pauses = 5
+		for range pauses {
+			time.Sleep(time.Second)
+			child.Signal(t, syscall.SIGSTOP)
+			time.Sleep(2500 * time.Millisecond) // past the 1s session timeout
+			child.Signal(t, syscall.SIGCONT)
+		}
+		time.Sleep(time.Second)
+		child.Send(t, "quiet")
+		var (
+			grants  int
+			lastErr string
+		)
+		if line := child.Next(t); func() error { _, err := fmt.Sscanf(line, "quiet %d %q", &grants, &lastErr); return err }() != nil {
+			t.Fatalf("child: %q", line)
+		}
+		t.Logf("child: %d grants, %d pauses past its session timeout; its last error: %s", grants, pauses, lastErr)
+		if grants == 0 {
+			t.Fatalf("the child took no lock (its last error: %s): the test proves nothing", lastErr)
+		}
+		// Nothing holds a key now: every node of the child must go, within
+		// its TTL and the sweeper's round (generous bound: a leftover node
+		// of a live session stays for good).
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var left []string
+			for i := range churnKeys {
+				path := zookeeper.LockPath("/lockkit", lockOf(keys, "churn", lockkit.Policy{TTL: time.Second}, strconv.Itoa(i)).Key())
+				for _, n := range nodes(t, raw, path) {
+					_, st, err := raw.Get(path + "/" + n)
+					if err == nil {
+						left = append(left, fmt.Sprintf("%s/%s (session %#x)", path, n, st.EphemeralOwner))
+					}
+				}
+			}
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d node(s) left behind by a process that holds no lock, its session open, after %d pauses past its session timeout (each blocks its key for as long as the process lives): %v", len(left), pauses, left)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		child.Send(t, "exit")
+		_ = child.Wait(t, 10*time.Second)
 	})
 
 	// A create whose reply is lost, through a proxy in front of a follower.

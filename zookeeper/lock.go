@@ -2,6 +2,7 @@ package zookeeper
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -89,6 +90,23 @@ func tokenName(token string) string {
 		return token + "-"
 	}
 	return fmt.Sprintf("~%x-", token)
+}
+
+// tokenOf is the token a lock node's name carries (tokenName's inverse);
+// "" when child is not a lock node.
+func tokenOf(child string) string {
+	if seqOf(child) < 0 {
+		return ""
+	}
+	name := child[:len(child)-11]
+	if hexed, ok := strings.CutPrefix(name, "~"); ok {
+		tok, err := hex.DecodeString(hexed)
+		if err != nil {
+			return ""
+		}
+		return string(tok)
+	}
+	return name
 }
 
 // isNodeOf reports whether child is a node created with the name prefix
@@ -233,7 +251,15 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 	}
 	if !known {
 		if stat.EphemeralOwner != sid {
+			// The node is this acquisition's (its name is the token), made
+			// on another session than the one the create was sent for: a
+			// create that waited in go-zookeeper's send queue while the
+			// connection was down goes out on the session that replaced an
+			// expired one. That session is live: forgotten, the node would
+			// block the lock for as long as this process runs. It goes to
+			// the sweeper, and the attempt fails.
 			a.forget(path)
+			s.orphan(orphan{path: path})
 			return 0, "", driver.Failure(fmt.Errorf("zookeeper: %s: the node belongs to session %#x, not to this one (%#x)", req.Key, stat.EphemeralOwner, sid))
 		}
 		a.mu.Lock()
@@ -292,9 +318,14 @@ func (a *acq) ensureNode(ctx context.Context, sid int64, data []byte) error {
 		a.mu.Unlock()
 		return nil
 	}
-	unsure, oldSid := a.unsure, a.sid
+	unsure, oldSid, old := a.unsure, a.sid, a.path
 	a.path, a.czxid, a.pred, a.verify, a.granted = "", 0, "", false, false
 	a.mu.Unlock()
+	if old != "" {
+		// A node of an earlier session: gone with it, unless the create
+		// went out on a later one (see attempt). Deleted, never forgotten.
+		a.s.orphan(orphan{path: old})
+	}
 	if unsure && oldSid == sid {
 		// The reply of an earlier create was lost: its node, if the server
 		// made it, is found by its token (after a sync) and used.
@@ -347,6 +378,9 @@ func (a *acq) create(ctx context.Context, sid int64, data []byte) error {
 			return
 		}
 		a.path = path
+		// A session change while the create was out may have sent it on
+		// the new session: the next attempt reads the node's owner.
+		a.verify = a.verify || s.conn.SessionID() != sid
 	}()
 	select {
 	case <-ch:

@@ -73,6 +73,7 @@ func (b *backend) dial(ttl time.Duration) (*session, error) {
 	s := &session{b: b, ttl: ttl, changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	conn, _, err := zk.Connect(b.hosts, ttl,
 		zk.WithLogger(zkLog{s}),
+		zk.WithLogInfo(true), // the handshake's line is an info line: never off, whatever the default
 		zk.WithEventCallback(func(ev zk.Event) {
 			if ev.Type == zk.EventSession {
 				s.broadcast()

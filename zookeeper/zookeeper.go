@@ -17,7 +17,9 @@
 // Extend check this acquisition's own node (path, Czxid and owning session),
 // never the key's name. The fence is the node's Czxid, which increases
 // strictly across the ensemble and its leader changes; it compares only with
-// other ZooKeeper fences.
+// other ZooKeeper fences. The holder read (driver.HolderReader, what an
+// election's Leader needs) is the lowest node: its token, its data (the
+// holder's description) and its Czxid.
 //
 // The lease is the session. A node lives as long as the session that created
 // it, and the server fixes a session's timeout when it connects: so the
@@ -206,12 +208,12 @@ func newBackend(hosts []string, chroot string, o options, cfg driver.Config) *ba
 }
 
 // Capabilities: TTLs between the declared session timeout bounds, fences
-// (Czxid), and a FIFO queue.
+// (Czxid), a FIFO queue, and a holder read (elections).
 func (b *backend) Capabilities() driver.Capabilities {
 	return driver.Capabilities{
 		Name:   b.name,
 		MinTTL: b.o.minSession, MaxTTL: b.o.maxSession, TTLGranularity: time.Millisecond,
-		Fences: true, FairQueue: true,
+		Fences: true, FairQueue: true, Holders: true,
 	}
 }
 
@@ -258,11 +260,25 @@ func (b *backend) session(ttl time.Duration) (*session, error) {
 	return s, nil
 }
 
-// Ping reads the root on a session: the longest-TTL one the backend has
-// (the steadiest: go-zookeeper drops a connection silent for 2/3 of its
-// timeout), or, before any, one of its own with a 10s timeout (within the
-// declared bounds).
+// Ping reads the root on the backend's read session (readSession).
 func (b *backend) Ping(ctx context.Context) error {
+	s, err := b.readSession(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = call(ctx, func() (bool, error) {
+		ok, _, err := s.conn.Exists("/")
+		return ok, err
+	})
+	return classify(err)
+}
+
+// readSession is the session for requests of no lease (Ping, ReadHolder),
+// established: the longest-TTL one the backend has (the steadiest:
+// go-zookeeper drops a connection silent for 2/3 of its timeout), or,
+// before any, one of its own with a 10s timeout (within the declared
+// bounds).
+func (b *backend) readSession(ctx context.Context) (*session, error) {
 	b.mu.Lock()
 	var s *session
 	for _, c := range b.sessions {
@@ -274,17 +290,70 @@ func (b *backend) Ping(ctx context.Context) error {
 	if s == nil {
 		var err error
 		if s, err = b.session(min(max(10*time.Second, b.o.minSession), b.o.maxSession)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if _, err := s.wait(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	_, err := call(ctx, func() (bool, error) {
-		ok, _, err := s.conn.Exists("/")
-		return ok, err
-	})
-	return classify(err)
+	return s, nil
+}
+
+// ReadHolder reads who holds key: the lowest sequence under the lock's
+// path, after a sync (so that the server answering has seen every write
+// committed before the read was sent). Its name carries the holder's token,
+// its data is the holder's description, and its Czxid is the fence (an
+// election's term). A node deleted between the listing and its read (a
+// release, an expired session) is read again from a fresh listing.
+func (b *backend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
+	parent, err := b.nodePath(key)
+	if err != nil {
+		return driver.Holding{}, false, err
+	}
+	s, err := b.readSession(ctx)
+	if err != nil {
+		return driver.Holding{}, false, classify(err)
+	}
+	for range 3 {
+		if _, err := call(ctx, func() (string, error) { return s.conn.Sync(parent) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return driver.Holding{}, false, classify(err)
+		}
+		children, err := call(ctx, func() ([]string, error) {
+			c, _, err := s.conn.Children(parent)
+			return c, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			return driver.Holding{}, false, nil
+		}
+		if err != nil {
+			return driver.Holding{}, false, classify(err)
+		}
+		lowest, seq := "", int64(-1)
+		for _, c := range children {
+			if q := seqOf(c); q >= 0 && (seq < 0 || q < seq) {
+				lowest, seq = c, q
+			}
+		}
+		if lowest == "" {
+			return driver.Holding{}, false, nil
+		}
+		type node struct {
+			data []byte
+			stat *zk.Stat
+		}
+		n, err := call(ctx, func() (node, error) {
+			data, stat, err := s.conn.Get(parent + "/" + lowest)
+			return node{data, stat}, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return driver.Holding{}, false, classify(err)
+		}
+		return driver.Holding{Token: tokenOf(lowest), Holder: string(n.data), Fence: n.stat.Czxid}, true, nil
+	}
+	return driver.Holding{}, false, driver.Failure(fmt.Errorf("zookeeper: %s: its lowest node vanished under three reads in a row", key))
 }
 
 // Close closes every session: the server deletes their nodes at once,

@@ -65,9 +65,6 @@ func TestFaultHarnessKinds(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()
-			if k.soakOnly != "" && !soak {
-				t.Skip(k.soakOnly)
-			}
 			if k.needs != nil {
 				k.needs(t)
 			}
@@ -89,9 +86,6 @@ func TestFaultHarnessKinds(t *testing.T) {
 		}
 		t.Run(k.name+"-mutation-"+k.mutation, func(t *testing.T) {
 			t.Parallel()
-			if k.soakOnly != "" {
-				t.Skip(k.soakOnly)
-			}
 			if k.needs != nil {
 				k.needs(t)
 			}
@@ -138,7 +132,6 @@ type kind struct {
 	name, mode string
 	nkeys      int // locks (and rows: one per lock) a section holds
 	needs      func(t testing.TB)
-	soakOnly   string                   // why the kind runs only in soaks (LOCKKIT_SOAK=1), "" when it runs in CI
 	faultsPG   bool                     // its faults kill and pause PostgreSQL: its run has a server of its own
 	start      func(r *krun)            // its servers; sets r.flags
 	faults     []string                 // one cycle, in order (faultFns)
@@ -194,8 +187,6 @@ var kinds = []kind{
 	},
 	{
 		name: "zk", mode: "zk", nkeys: 1, needs: testserver.RequireZooKeeper,
-		soakOnly: "zk runs in soaks only (LOCKKIT_SOAK=1): in 2 of about 8 runs every worker's acquire found the key held for 40 s after stop-holder, " +
-			"a liveness stall of the ZooKeeper backend not yet diagnosed (docs/reliability.md); its safety checks passed in every run",
 		start: startZK, collect: collectZK,
 		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "zk-kill-leader", "zk-pause-leader"},
 		soakFaults: []string{"stop-waiter", "kill-waiter"},
