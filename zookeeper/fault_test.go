@@ -44,7 +44,8 @@ const churnKeys = 8
 // churnMain is the child of PausedChurn: churnKeys goroutines each take
 // their own key (TTL 1s, fenced) over and over, as the fault harness's
 // workers do, until "quiet" on stdin; then it says "quiet", keeps its
-// client (and session) open, and exits on "exit".
+// client (and session) open, and exits on "exit". On "count" it says how
+// many grants it has had.
 func churnMain() int {
 	servers := strings.Split(os.Getenv(churnEnv), ",")
 	c, err := lockkit.New(zookeeper.New(servers, bounds), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
@@ -89,6 +90,8 @@ func churnMain() int {
 			quiet.Store(true)
 			wg.Wait()
 			fmt.Printf("quiet %d %q\n", held.Load(), lastErr.Load())
+		case "count":
+			fmt.Printf("count %d\n", held.Load())
 		case "exit":
 			_ = c.Close(context.Background())
 			return 0
@@ -414,14 +417,35 @@ func TestEnsemble(t *testing.T) {
 		}
 		raw := rawConn(t, servers)
 		keys := newClient(t, servers)
+		// granted waits until the child has had more than n grants: each
+		// pause comes while it is taking locks (on a loaded machine a
+		// continued child may need seconds for a new session), so every
+		// pause tries the history, whatever the load.
+		granted := func(n int) int {
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+				child.Send(t, "count")
+				var got int
+				if line := child.Next(t); func() error { _, err := fmt.Sscanf(line, "count %d", &got); return err }() != nil {
+					t.Fatalf("child: %q", line)
+				}
+				if got > n {
+					return got
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the child took no lock in 30s after %d grants", n)
+				}
+			}
+		}
 		const pauses = 5
+		n := 0
 		for range pauses {
-			time.Sleep(time.Second)
+			n = granted(n)
+			time.Sleep(300 * time.Millisecond)
 			child.Signal(t, syscall.SIGSTOP)
 			time.Sleep(2500 * time.Millisecond) // past the 1s session timeout
 			child.Signal(t, syscall.SIGCONT)
 		}
-		time.Sleep(time.Second)
+		granted(n)
 		child.Send(t, "quiet")
 		var (
 			grants  int
