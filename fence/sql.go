@@ -20,9 +20,9 @@ const (
 	Question
 )
 
-// DefaultColumn is the fence column's name when Table.FenceColumn
+// defaultColumn is the fence column's name when Table.FenceColumn
 // is empty.
-const DefaultColumn = "fence"
+const defaultColumn = "fence"
 
 // Table enforces fencing numbers on the rows of one SQL table: each row
 // keeps the fence of its last write in a column, and an update applies only
@@ -48,7 +48,7 @@ type Table struct {
 	// KeyColumn is the column that selects the row, usually the primary
 	// key; it should be unique. Required.
 	KeyColumn string
-	// FenceColumn holds each row's fence; "" means DefaultColumn.
+	// FenceColumn holds each row's fence; "" means "fence".
 	FenceColumn string
 	// Placeholder is the driver's parameter style; the zero value is Dollar.
 	Placeholder Placeholder
@@ -216,7 +216,7 @@ func (t Table) check(fence int64, set []Column) error {
 
 func (t Table) fenceColumn() string {
 	if t.FenceColumn == "" {
-		return DefaultColumn
+		return defaultColumn
 	}
 	return t.FenceColumn
 }

@@ -13,15 +13,13 @@ import (
 	"github.com/lockkit/lockkit/internal/telnames"
 )
 
-// MinTTL is the shortest TTL a domain may have: below it the drift
-// allowance (1% of the TTL + 2ms) leaves too little of the lease to grant.
-const MinTTL = policy.MinTTL
-
 // Policy is how a domain's locks behave: how long a lease lives, how often it
 // is renewed, how acquisition retries, and whether it issues fencing numbers.
 type Policy struct {
 	// TTL is how long the store keeps the lock without a renewal. It bounds how
-	// long a crashed holder blocks others. Must be > 0.
+	// long a crashed holder blocks others. Must be whole milliseconds, at least
+	// 10ms, and within what the backend keeps (its driver.Capabilities: etcd
+	// counts whole seconds from a 2s minimum).
 	TTL time.Duration
 
 	// Renew is how often a held lease is extended. 0 means TTL/3; a

@@ -8,7 +8,7 @@ import (
 
 // keylang knows every parameter type the schema accepts.
 func TestKeylangKnowsParamTypes(t *testing.T) {
-	for _, typ := range ParamTypes() {
+	for _, typ := range paramTypes {
 		if _, ok := keylang.EncodingOf(string(typ)); !ok {
 			t.Errorf("keylang does not know the type %q", typ)
 		}

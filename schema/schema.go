@@ -94,11 +94,8 @@ const (
 	TypeUint64 ParamType = "uint64"
 )
 
+// paramTypes are every parameter type, in the order messages show them.
 var paramTypes = [...]ParamType{TypeString, TypeInt, TypeInt32, TypeInt64, TypeUint, TypeUint32, TypeUint64}
-
-// ParamTypes returns every parameter type, in the order messages show them.
-// Each call returns a new slice.
-func ParamTypes() []ParamType { return slices.Clone(paramTypes[:]) }
 
 func (t ParamType) valid() bool {
 	return slices.Contains(paramTypes[:], t)

@@ -17,10 +17,10 @@ import (
 // another package is never reported.
 const lockkitPath = "github.com/lockkit/lockkit/lockkit"
 
-// FencingMarker is the name of the method that marks a generated lock type
+// fencingMarker is the name of the method that marks a generated lock type
 // as a lock of a fencing domain: func (TableLock) LockkitFencing(), no
 // parameters and no results. See the package doc.
-const FencingMarker = "LockkitFencing"
+const fencingMarker = "LockkitFencing"
 
 // Analyzer reports misuse of lockkit locks and leases. The package doc is
 // its manual.

@@ -32,7 +32,7 @@ func checkFencing(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 // hasFencingMarker reports whether t (or *t) has the method
 // LockkitFencing() with no parameters and no results.
 func hasFencingMarker(t types.Type) bool {
-	obj, _, _ := types.LookupFieldOrMethod(t, true, nil, FencingMarker)
+	obj, _, _ := types.LookupFieldOrMethod(t, true, nil, fencingMarker)
 	fn, ok := obj.(*types.Func)
 	if !ok {
 		return false

@@ -7,13 +7,13 @@ import (
 	"golang.org/x/tools/go/analysis"
 )
 
-// IgnoreDirective silences one report: a comment
+// ignoreDirective silences one report: a comment
 //
 //	//lockkit-vet:ignore why this is deliberate
 //
 // on the line of the report or on the line above it. The reason is
 // required; a directive without one silences nothing.
-const IgnoreDirective = "//lockkit-vet:ignore"
+const ignoreDirective = "//lockkit-vet:ignore"
 
 // withIgnores returns a copy of pass whose Report drops the diagnostics
 // that an ignore directive covers.
@@ -26,7 +26,7 @@ func withIgnores(pass *analysis.Pass) *analysis.Pass {
 	for _, f := range pass.Files {
 		for _, cg := range f.Comments {
 			for _, c := range cg.List {
-				reason, ok := strings.CutPrefix(c.Text, IgnoreDirective)
+				reason, ok := strings.CutPrefix(c.Text, ignoreDirective)
 				if !ok || strings.TrimSpace(reason) == "" || !strings.HasPrefix(reason, " ") {
 					continue
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -29,7 +30,8 @@ type Harness struct {
 	// per Client it needs, and for raw backend checks.
 	Open func(t *testing.T) driver.Spec
 	// TTL is a short TTL the backend honours (Redis 500ms, PostgreSQL 1s,
-	// etcd 2s): the expiry subtest waits about this long.
+	// etcd 2s): the expiry subtest waits about this long. Like a domain's
+	// TTL it is whole milliseconds, at least 10ms.
 	TTL time.Duration
 	// Steal makes key's holder lose it on the server (delete the key,
 	// terminate the holder's session); nil skips the subtest that needs it.
@@ -54,8 +56,8 @@ func Run(t *testing.T, h Harness) {
 	if h.Open == nil {
 		t.Fatal("drivertest: Harness.Open is nil")
 	}
-	if h.TTL < lockkit.MinTTL || h.TTL%time.Millisecond != 0 {
-		t.Fatalf("drivertest: Harness.TTL %v: want a whole number of milliseconds, at least lockkit.MinTTL (%v)", h.TTL, lockkit.MinTTL)
+	if h.TTL < policy.MinTTL || h.TTL%time.Millisecond != 0 {
+		t.Fatalf("drivertest: Harness.TTL %v: want a whole number of milliseconds, at least %v (a domain's shortest TTL)", h.TTL, policy.MinTTL)
 	}
 	s := &suite{h: h, run: rand.Text()[:8]}
 	s.caps = s.probe(t)
@@ -864,7 +866,7 @@ func (s *suite) badInput(t *testing.T) {
 	})
 
 	t.Run("TTL", func(t *testing.T) {
-		minTTL := max(s.caps.MinTTL, lockkit.MinTTL)
+		minTTL := max(s.caps.MinTTL, policy.MinTTL)
 		unit := max(s.caps.TTLGranularity, time.Millisecond)
 		type badTTL struct {
 			ttl   time.Duration

@@ -527,7 +527,6 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				t.Error("empty JSON Schema")
 			}
 		},
-		"schema.ParamTypes":      func(t *testing.T) { _ = schema.ParamTypes() },
 		"schema.Domain.Params":   func(t *testing.T) { var d *schema.Domain; _ = d.Params(); _ = (&schema.Domain{}).Params() },
 		"schema.Retry.None":      func(t *testing.T) { _ = schema.Retry{}.None() },
 		"schema.Segment.IsParam": func(t *testing.T) { _ = schema.Segment{}.IsParam() },
