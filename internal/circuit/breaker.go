@@ -144,8 +144,16 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 		opErr = op(ctx)
 		switch Classify(opErr, ctx) {
 		case Failure:
-			if isTimeout(opErr) && starved(start) {
-				// This process was not running while it waited (lag.go).
+			if isTimeout(opErr) && starved(start) && b.cb.State() != gobreaker.StateHalfOpen {
+				// This process was not running while it waited (lag.go):
+				// not counted while closed. A half-open probe's timeout
+				// counts regardless: ignored, it would free its slot for
+				// the next request, so under a lasting starvation every
+				// request would wait for the command timeout at a node
+				// that may still be down, and the circuit would neither
+				// close nor open again. (Still half-open at the end
+				// means it was let in half-open: gobreaker drops the
+				// result of a request let in under another state.)
 				return struct{}{}, verdictIgnored
 			}
 			return struct{}{}, verdictFailure
