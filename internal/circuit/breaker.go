@@ -63,6 +63,7 @@ type Breaker struct {
 	cb       *gobreaker.CircuitBreaker[struct{}]
 	settings breaker.Settings
 	openedAt atomic.Pointer[time.Time] // when the circuit last opened; nil if never
+	failure  atomic.Pointer[error]     // the last request error counted as a failure
 }
 
 // Verdicts handed to gobreaker in place of op's error. gobreaker's
@@ -156,6 +157,7 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 				// result of a request let in under another state.)
 				return struct{}{}, verdictIgnored
 			}
+			b.failure.Store(&opErr)
 			return struct{}{}, verdictFailure
 		case Ignored:
 			return struct{}{}, verdictIgnored
@@ -175,6 +177,16 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 		// the two refusals above.
 		return err
 	}
+}
+
+// LastFailure is the last request error the breaker counted as a failure,
+// or nil: while the circuit opens (in OnStateChange), the one that opened
+// it or a concurrent one. The Client's log line names it as the cause.
+func (b *Breaker) LastFailure() error {
+	if p := b.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (b *Breaker) openError(st breaker.State) error {
