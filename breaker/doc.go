@@ -49,6 +49,14 @@
 //   - TRYAGAIN: a multi-key request while its slot migrates during a Cluster
 //     resharding. The master is healthy; counting it would let a resharding
 //     open the breaker of a master that serves every other key.
+//   - while the circuit is closed, a timeout during which this process was
+//     itself not scheduled for at least an eighth of the wait (and 50ms):
+//     under a CPU limit the reply waits in the socket while the deadline
+//     passes, and counting it would open the circuit against a healthy node.
+//     A half-open probe's timeout counts as a failure all the same: ignored,
+//     it would free its slot for the next request, so a starved process
+//     would keep probing a node that may still be down, each request
+//     waiting for the command timeout.
 //
 // Everything else is a success: the node answered. That includes
 // contention ([redis.Nil], a nil reply), NOSCRIPT (the runtime falls back

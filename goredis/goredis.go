@@ -67,9 +67,7 @@ func redisSpec(rdb redis.UniversalClient) driver.Spec {
 	}
 	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
 		warnClient(rdb, cfg)
-		// checkServers (the eviction policy and version warnings) is not
-		// run here yet: run at New it made TestBreakerStopContinue admit
-		// one acquisition more than its half-open probes (2 of 2 runs).
+		checkServers(rdb, cfg)
 		return newRedisBackend(rdb, cfg.CommandTimeout), nil
 	}}
 }

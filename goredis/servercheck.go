@@ -3,8 +3,10 @@ package goredis
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
@@ -39,25 +41,10 @@ func checkServers(rdb redis.UniversalClient, cfg driver.Config) <-chan struct{} 
 		defer cancel()
 		switch c := rdb.(type) {
 		case *redis.Client:
-			// A client of its own, with the caller's connection settings
-			// (a failover client's dialer finds the primary): the
-			// caller's hooks see only lockkit's lock commands. Fields
-			// are copied one by one: go-redis rewrites some of its
-			// options while connecting, so the struct is not copied.
-			o := c.Options()
-			own := redis.NewClient(&redis.Options{
-				Network: o.Network, Addr: o.Addr, Dialer: o.Dialer, Protocol: o.Protocol,
-				Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
-				CredentialsProvider: o.CredentialsProvider, CredentialsProviderContext: o.CredentialsProviderContext,
-				StreamingCredentialsProvider: o.StreamingCredentialsProvider,
-				DialTimeout:                  o.DialTimeout, ContextTimeoutEnabled: true, PoolSize: 1, DisableIdentity: true,
-				MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-			})
-			defer own.Close()
-			checkServer(ctx, own, cfg.Warn)
+			checkServer(ctx, c.Options(), cfg.Warn)
 		case *redis.ClusterClient:
 			_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-				checkServer(ctx, m, cfg.Warn)
+				checkServer(ctx, m.Options(), cfg.Warn)
 				return nil
 			})
 		}
@@ -65,9 +52,46 @@ func checkServers(rdb redis.UniversalClient, cfg driver.Config) <-chan struct{} 
 	return done
 }
 
-// checkServer checks one server: its version and its eviction policy.
-func checkServer(ctx context.Context, c *redis.Client, warn func(string, ...any)) {
-	node := c.Options().Addr
+// checkServer checks one server, o's, on a connection of its own: its
+// version and its eviction policy. The connection is dialed first with o's
+// own dialer (a failover client's finds the primary), so a server that
+// refuses it costs no "failed to dial" line from go-redis's pool (its
+// process-wide logger) and no command of the caller's client (on a
+// Cluster, only the master list comes from its slot map): the caller's
+// hooks and pool see only lockkit's lock commands, and no breaker counts
+// the check. The client over that connection copies o's fields
+// one by one (go-redis rewrites some of its options while connecting, so
+// the struct is not copied) and honours ctx's deadline.
+func checkServer(ctx context.Context, o *redis.Options, warn func(string, ...any)) {
+	if o.Dialer == nil {
+		return
+	}
+	conn, err := o.Dialer(ctx, o.Network, o.Addr)
+	if err != nil {
+		return // down or slow: the lock calls say so
+	}
+	var given atomic.Bool
+	c := redis.NewClient(&redis.Options{
+		Network: o.Network, Addr: o.Addr, Protocol: o.Protocol,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if given.CompareAndSwap(false, true) {
+				return conn, nil
+			}
+			return o.Dialer(ctx, network, addr)
+		},
+		Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+		CredentialsProvider: o.CredentialsProvider, CredentialsProviderContext: o.CredentialsProviderContext,
+		StreamingCredentialsProvider: o.StreamingCredentialsProvider,
+		DialTimeout:                  o.DialTimeout, ContextTimeoutEnabled: true, PoolSize: 1, MaxRetries: -1, DisableIdentity: true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	defer func() {
+		_ = c.Close()
+		if given.CompareAndSwap(false, true) {
+			_ = conn.Close()
+		}
+	}()
+	node := o.Addr
 	info, err := c.Info(ctx, "server").Result()
 	if err != nil {
 		return // down or slow: the lock calls say so

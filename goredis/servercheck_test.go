@@ -2,6 +2,7 @@ package goredis
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/testserver"
+	"github.com/lockkit/lockkit/lockkit"
 )
 
 // warnings records what a backend warned about.
@@ -31,8 +33,7 @@ func (w *warnings) all() string {
 }
 
 // TestServerCheckWarnings (issue #26): the Redis backend's server check
-// (not yet run at New; see redisSpec) warns once about an eviction policy that can delete a
-// held lock's key (allkeys-* and volatile-*: every lock key has a TTL),
+// warns once about an eviction policy that can delete a held lock's key (allkeys-* and volatile-*: every lock key has a TTL),
 // and says so when CONFIG is disabled and the policy cannot be read; the
 // default policy (noeviction) draws no warning.
 func TestServerCheckWarnings(t *testing.T) {
@@ -67,6 +68,46 @@ func TestServerCheckWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestServerCheckServerDown: a stopped server draws no warning (the lock
+// calls say it is down), and the check ends at once: its first dial is
+// refused.
+func TestServerCheckServerDown(t *testing.T) {
+	r := testserver.StartRedis(t)
+	rdb := r.Client(t)
+	r.Stop(t)
+	var w warnings
+	select {
+	case <-checkServers(rdb, driver.Config{CommandTimeout: 500 * time.Millisecond, Warn: w.warn}):
+	case <-time.After(serverCheckTimeout):
+		t.Fatalf("the check on a stopped server did not end within %v", serverCheckTimeout)
+	}
+	if got := w.all(); got != "" {
+		t.Errorf("a stopped server drew: %s", got)
+	}
+}
+
+// TestServerCheckWarningsThroughNew: the check runs at New, in the
+// background, and its warning reaches the Client's logger.
+func TestServerCheckWarningsThroughNew(t *testing.T) {
+	r := testserver.StartRedis(t, testserver.WithArgs("--maxmemory-policy", "allkeys-lru"))
+	var w warnings
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) { w.warn(string(p)) }), nil))
+	_ = newClient(t, r, lockkit.WithLogger(logger))
+	for deadline := time.Now().Add(2 * serverCheckTimeout); ; time.Sleep(20 * time.Millisecond) {
+		got := w.all()
+		if strings.Contains(got, "maxmemory-policy is allkeys-lru") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no eviction warning in the client's log:\n%s", got)
+		}
+	}
+}
+
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
 
 // TestVersionWarning: a Redis older than the README's minimum is warned
 // about; the minimum and newer ones, and a version that cannot be read,

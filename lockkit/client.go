@@ -852,13 +852,29 @@ func (c *Client) logErr(key string, err error) string {
 	return msg
 }
 
-// breakerChanged makes a breaker's state change visible.
+// breakerChanged makes a breaker's state change visible. It runs inside the
+// breaker's Do (OnStateChange), never under the guards' locks, so it may
+// list the breakers.
 func (c *Client) breakerChanged(name string, from, to breaker.State) {
 	level := slog.LevelInfo
 	if to == breaker.StateOpen {
 		level = slog.LevelWarn
 	}
-	c.log.Log(context.Background(), level, "lockkit: circuit breaker state changed", "node", name, "from", from.String(), "to", to.String())
+	args := []any{"node", name, "from", from.String(), "to", to.String()}
+	if to == breaker.StateOpen {
+		// The cause, e.g. a refused dial: one line per opening, so at
+		// most one per OpenTimeout and node while a node stays down
+		// (docs/deployments.md, "Redis down").
+		for _, b := range c.breakers() {
+			if b.Name() == name {
+				if err := b.LastFailure(); err != nil {
+					args = append(args, "error", err.Error())
+				}
+				break
+			}
+		}
+	}
+	c.log.Log(context.Background(), level, "lockkit: circuit breaker state changed", args...)
 	c.tel.BreakerState(context.Background(), name, int(to))
 }
 

@@ -63,6 +63,7 @@ type Breaker struct {
 	cb       *gobreaker.CircuitBreaker[struct{}]
 	settings breaker.Settings
 	openedAt atomic.Pointer[time.Time] // when the circuit last opened; nil if never
+	failure  atomic.Pointer[error]     // the last request error counted as a failure
 }
 
 // Verdicts handed to gobreaker in place of op's error. gobreaker's
@@ -144,11 +145,20 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 		opErr = op(ctx)
 		switch Classify(opErr, ctx) {
 		case Failure:
-			if isTimeout(opErr) && starved(start) {
-				// This process was not running while it waited (lag.go).
+			if isTimeout(opErr) && starved(start) && b.cb.State() != gobreaker.StateHalfOpen {
+				// This process was not running while it waited (lag.go):
+				// not counted while closed. A half-open probe's timeout
+				// counts regardless: ignored, it would free its slot for
+				// the next request, so under a lasting starvation every
+				// request would wait for the command timeout at a node
+				// that may still be down, and the circuit would neither
+				// close nor open again. (Still half-open at the end
+				// means it was let in half-open: gobreaker drops the
+				// result of a request let in under another state.)
 				starvedTimeouts.Add(1)
 				return struct{}{}, verdictIgnored
 			}
+			b.failure.Store(&opErr)
 			return struct{}{}, verdictFailure
 		case Ignored:
 			return struct{}{}, verdictIgnored
@@ -168,6 +178,16 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 		// the two refusals above.
 		return err
 	}
+}
+
+// LastFailure is the last request error the breaker counted as a failure,
+// or nil: while the circuit opens (in OnStateChange), the one that opened
+// it or a concurrent one. The Client's log line names it as the cause.
+func (b *Breaker) LastFailure() error {
+	if p := b.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (b *Breaker) openError(st breaker.State) error {

@@ -303,6 +303,31 @@ func TestCancelledProbeDecidesNothing(t *testing.T) {
 	wantState(t, b, breaker.StateClosed)
 }
 
+// A timeout during which this process was not scheduled (lag.go) says
+// nothing about a closed circuit's node, but a half-open probe's must
+// decide: ignored, it would free its slot, so that under a CPU starvation
+// every request became a probe that waits for the command timeout at a node
+// that is still down, and the circuit neither closed nor opened again
+// (TestBreakerStopContinue admitted more requests than half-open periods).
+func TestStarvedTimeout(t *testing.T) {
+	starvedTimeout := func(context.Context) error {
+		monitor.mu.Lock()
+		monitor.ring[monitor.next] = lagTickRec{at: time.Now().UnixNano(), lag: 10 * lagFloor}
+		monitor.next = (monitor.next + 1) % lagRing
+		monitor.mu.Unlock()
+		return os.ErrDeadlineExceeded
+	}
+	b := New("node", breaker.Settings{ConsecutiveFailures: 1, OpenTimeout: 20 * time.Millisecond})
+	if err := b.Do(context.Background(), starvedTimeout); err != os.ErrDeadlineExceeded {
+		t.Fatalf("Do = %v, want the op's error unchanged", err)
+	}
+	wantState(t, b, breaker.StateClosed) // closed: not counted
+	trip(t, b)
+	waitHalfOpen(t, b)
+	_ = b.Do(context.Background(), starvedTimeout)
+	wantState(t, b, breaker.StateOpen) // half-open: the probe failed
+}
+
 func TestOnStateChange(t *testing.T) {
 	type change struct {
 		name     string

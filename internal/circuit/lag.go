@@ -113,10 +113,8 @@ func starved(start time.Time) bool {
 const lagFloor = 50 * time.Millisecond
 
 // starvedTimeouts counts the timeouts the breakers ignored as this
-// process's own starvation, process-wide. An ignored probe frees its
-// half-open slot for another (gobreaker counts it as neither success nor
-// failure), so a test that counts the requests reaching a down node allows
-// one more for each.
+// process's own starvation (closed circuits only), process-wide: a test
+// that counts the failures that trip a breaker allows one more for each.
 var starvedTimeouts atomic.Int64
 
 // StarvedTimeouts is how many timeouts the breakers have ignored as
