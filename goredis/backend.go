@@ -170,11 +170,19 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 		node = m
 	}
 	run := func(eval func(redis.Pipeliner) *redis.Cmd) {
-		_, _ = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			acq = eval(pipe)
-			wait = pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
-			return nil
-		})
+		// The pipeline fills its own two commands; they become the
+		// replies only if it returned within ctx (rediswire.Bounded).
+		var a, w *redis.Cmd
+		if !rediswire.Bounded(ctx, node, func() {
+			_, _ = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				a = eval(pipe)
+				w = pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
+				return nil
+			})
+		}) {
+			a, w = rediswire.Late(ctx), rediswire.Late(ctx)
+		}
+		acq, wait = a, w
 	}
 	run(func(pipe redis.Pipeliner) *redis.Cmd {
 		return rediswire.Once(ctx, pipe, rediswire.ScriptArgs("evalsha", script.Hash(), keys, args)...)
@@ -309,7 +317,12 @@ func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, tt
 // description) and its fence counter, in one read on the key's node. A read
 // changes nothing, so go-redis may re-send it.
 func (b *redisBackend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
-	r, err := rediswire.HolderScript.Run(ctx, b.rdb, []string{key, policy.FenceKey(key)}).Slice()
+	var sent *redis.Cmd // read only if the script returned within ctx
+	cmd := rediswire.Late(ctx)
+	if rediswire.Bounded(ctx, b.rdb, func() { sent = rediswire.HolderScript.Run(ctx, b.rdb, []string{key, policy.FenceKey(key)}) }) {
+		cmd = sent
+	}
+	r, err := cmd.Slice()
 	if err == redis.Nil {
 		return driver.Holding{}, false, nil
 	}
@@ -340,7 +353,13 @@ func (b *redisBackend) Release(ctx context.Context, key, token string) (bool, er
 // server once more with the client's own dialer (Sentinel's master lookup,
 // TLS and all), bounded by pingDiagnosis, and adds that dial's error.
 func (b *redisBackend) Ping(ctx context.Context) error {
-	err := b.rdb.Ping(ctx).Err()
+	var pinged error // read only if PING returned within ctx
+	err := context.DeadlineExceeded
+	if rediswire.Bounded(ctx, b.rdb, func() { pinged = b.rdb.Ping(ctx).Err() }) {
+		err = pinged
+	} else if ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}

@@ -31,11 +31,67 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-// Once sends args as a onceCmd on c.
+// Once sends args as a onceCmd on c, bounded by ctx (Bounded).
 func Once(ctx context.Context, c Processor, args ...any) *redis.Cmd {
 	cmd := onceCmd{redis.NewCmd(ctx, args...)}
-	_ = c.Process(ctx, cmd)
+	if !Bounded(ctx, c, func() { _ = c.Process(ctx, cmd) }) {
+		return Late(ctx, args...)
+	}
 	return cmd.Cmd
+}
+
+// Bounded runs send, a command or pipeline on c, and reports whether it
+// returned before ctx ended. A client with ContextTimeoutEnabled bounds its
+// I/O by ctx's deadline itself, and send runs on the caller's goroutine. One
+// without it (go-redis's default, and what redis.ParseURL gives) waits on a
+// stalled server for its ReadTimeout (3s by default), whatever ctx says: for
+// such a client send runs on a goroutine of its own, and when ctx ends first
+// Bounded returns false at once; send goes on until the client's own timeout,
+// and the caller must not read what send fills (guarantee 7: a lock command
+// returns within the command timeout with any client). A command left so has
+// an unknown outcome, as any timed-out one: the caller treats it as such.
+func Bounded(ctx context.Context, c any, send func()) bool {
+	if ctx.Done() == nil || boundsByCtx(c) {
+		send()
+		return true
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		send()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Late is the reply of a command that Bounded left when ctx ended: ctx's
+// error, as a client bounding I/O by ctx would have returned.
+func Late(ctx context.Context, args ...any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	cmd.SetErr(ctx.Err())
+	return cmd
+}
+
+// boundsByCtx reports a client that bounds its I/O by the ctx deadline
+// (ContextTimeoutEnabled), or a pipeline, whose commands are only queued
+// (its Exec is bounded where it is called). Any other client is not trusted
+// to.
+func boundsByCtx(c any) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	case redis.Pipeliner:
+		return true
+	}
+	return false
 }
 
 // Processor is what sends a command: a client, or a pipeline.
