@@ -121,6 +121,12 @@ func (c *Client) noHolders() error {
 // and returns fn's error, joined with an error matching ErrLockLost when the
 // term ended before fn returned. Lead does not campaign again: call it in a
 // loop to stand again.
+//
+// When traced, the term's span (the hold span) links to the term span of
+// the last leader the candidate saw while it waited (read once per lost
+// round), with that term's number on the link: that is how a leader change
+// shows in a trace viewer. A candidate elected at its first attempt saw no
+// leader, and its term has no link.
 func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *Term) error) error {
 	if err := e.check(); err != nil {
 		return err
@@ -133,15 +139,29 @@ func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *T
 	}
 	l := e.l
 	c := l.d.c
+	var prev driver.Holding // the last leader seen while campaigning, traced
 	for {
 		lease, fctx, err := l.acquire(ctx, true, true)
 		if err == nil {
+			if prev.Fence != 0 && prev.Fence != lease.Fence() {
+				_, who, _ := holder.Decode("t" + string(holder.Sep) + prev.Holder)
+				lease.hold.LinkLeader(who.TraceID, who.SpanID, prev.Fence)
+			}
 			return lease.run(fctx, func(ctx context.Context, lease *Lease) error {
 				return fn(ctx, &Term{lease: lease})
 			})
 		}
 		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
 			return err
+		}
+		if errors.Is(err, ErrNotAcquired) && l.d.tel.Tracing() {
+			// Another candidate leads: remember its term span, for the
+			// link from ours (one read per lost round, only when traced).
+			rctx, cancel := context.WithTimeout(ctx, c.cmdTimeout)
+			if h, held, err := c.holders.ReadHolder(rctx, l.key); err == nil && held && h.Holder != "" {
+				prev = h
+			}
+			cancel()
 		}
 		if !c.pause(ctx, e.standby()) {
 			if ctx.Err() == nil {

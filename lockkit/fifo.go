@@ -40,7 +40,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	// first grant; a later one, after a rejoin, makes its own).
 	pl := new(pendingLease)
 	req := &pl.req
-	*req = driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
+	*req = driver.Request{Key: l.key, Token: token, Holder: c.holderOf(hctx), TTL: p.TTL, Fencing: p.Fencing}
 	retry = retry && p.Retry.retries()
 	var (
 		attempts  int

@@ -54,7 +54,8 @@ func TestOwnerCheckExactWithHolder(t *testing.T) {
 
 // Every acquisition records who holds the lock beside the token, with no
 // extra round trip (the value the acquire writes), on the SET NX path and
-// the fencing script alike; a traced acquire adds its trace id; the lease
+// the fencing script alike; a traced acquire adds its hold span's trace and
+// span ids; the lease
 // still releases its lock.
 func TestHolderRecorded(t *testing.T) {
 	r := testserver.StartRedis(t)
@@ -69,7 +70,9 @@ func TestHolderRecorded(t *testing.T) {
 			if !ok || tok != lease.Token() {
 				t.Fatalf("value %q does not decode to the lease's token %q", v, lease.Token())
 			}
-			want := holder.Holder{Host: host, PID: os.Getpid(), Owner: "billing-7", TraceID: trace.SpanContextFromContext(ctx).TraceID().String()}
+			// fn's ctx carries the hold span: its ids are recorded.
+			sc := trace.SpanContextFromContext(ctx)
+			want := holder.Holder{Host: host, PID: os.Getpid(), Owner: "billing-7", TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String()}
 			if who != want {
 				t.Fatalf("fencing=%v: holder %+v, want %+v", fencing, who, want)
 			}

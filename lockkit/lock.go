@@ -166,7 +166,7 @@ func (l Lock) try(ctx, hctx, actx context.Context, hold *obs.Hold, be driver.Bac
 	token := rand.Text()
 	sent := time.Now()
 	pl := new(pendingLease)
-	fence, err := l.attempt(actx, be, token, &pl.req)
+	fence, err := l.attempt(actx, be, token, l.d.c.holderOf(hctx), &pl.req)
 	if err != nil {
 		return nil, ctx, err
 	}
@@ -335,14 +335,14 @@ func ctxOutcome(ctx context.Context) telnames.Outcome {
 }
 
 // attempt sends one acquisition, described in req (the caller's memory,
-// which it fills). It returns nil, the bare ErrNotAcquired (compared with ==:
+// which it fills), with the holder description who (Client.holderOf). It returns nil, the bare ErrNotAcquired (compared with ==:
 // a retried attempt allocates nothing; finalError names the lock), or an error wrapping
 // ErrUnavailable.
-func (l Lock) attempt(ctx context.Context, be driver.Backend, token string, req *driver.Request) (int64, error) {
+func (l Lock) attempt(ctx context.Context, be driver.Backend, token, who string, req *driver.Request) (int64, error) {
 	d := l.d
 	p := &d.policy
 	*req = driver.Request{
-		Key: l.key, Token: token, Holder: d.c.holderOf(ctx), TTL: p.TTL, Fencing: p.Fencing,
+		Key: l.key, Token: token, Holder: who, TTL: p.TTL, Fencing: p.Fencing,
 		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 	}
 	fence, err := be.Acquire(ctx, req)
@@ -363,15 +363,16 @@ func (l Lock) attempt(ctx context.Context, be driver.Backend, token string, req 
 	}
 }
 
-// holderOf describes who takes a lock under ctx: the client's fixed
-// description, and the trace id when the acquire is traced (made only then).
-func (c *Client) holderOf(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
+// holderOf describes who takes a lock under hctx, the hold's ctx: the
+// client's fixed description, and the hold span's trace and span ids when it
+// is traced (made only then; an election's next term links to that span).
+func (c *Client) holderOf(hctx context.Context) string {
+	sc := trace.SpanContextFromContext(hctx)
 	if !sc.IsSampled() {
 		return c.whoDesc
 	}
 	who := c.who
-	who.TraceID = sc.TraceID().String()
+	who.TraceID, who.SpanID = sc.TraceID().String(), sc.SpanID().String()
 	return string(holder.AppendDescription(nil, who))
 }
 

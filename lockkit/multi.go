@@ -337,7 +337,7 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHol
 	for i, l := range set {
 		p := &l.d.policy
 		reqs[i] = &driver.Request{
-			Key: l.key, Token: rand.Text(), Holder: c.holderOf(tel.actxs[i]), TTL: p.TTL, Fencing: p.Fencing,
+			Key: l.key, Token: rand.Text(), Holder: c.holderOf(tel.hctxs[i]), TTL: p.TTL, Fencing: p.Fencing,
 			Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 		}
 	}

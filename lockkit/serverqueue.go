@@ -56,7 +56,7 @@ func (l Lock) acquireServerQueue(ctx, hctx, actx context.Context, hold *obs.Hold
 		}
 		attempts++
 		token := rand.Text()
-		req := &driver.Request{Key: l.key, Token: token, Holder: c.holderOf(actx), TTL: p.TTL, Fencing: p.Fencing}
+		req := &driver.Request{Key: l.key, Token: token, Holder: c.holderOf(hctx), TTL: p.TTL, Fencing: p.Fencing}
 		sent := time.Now()
 		fence, waited, err := w.AcquireWait(wctx, req, left)
 		if err == nil {

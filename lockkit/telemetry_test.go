@@ -1185,3 +1185,75 @@ func TestTelemetryKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestTelemetryElectionLink: a leader change shows as a span link. B
+// campaigns while A leads (its rounds lose, so it reads A's holder
+// description); A resigns, B's term starts, and B's term span (its hold
+// span) links to A's term span, by A's trace and span ids, with A's term
+// number on the link. A, elected at once, has no link.
+func TestTelemetryElectionLink(t *testing.T) {
+	g := newTelRig(t, testserver.StartRedis(t))
+	ctx := t.Context()
+	d := g.c.Domain(DomainSpec{Name: "leader", Policy: Policy{TTL: 2 * time.Second, Kind: "election",
+		Retry: Retry{Attempts: 2, Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond}}})
+	el := d.Key(1).Literal("x").Election()
+	leading, resign := make(chan int64), make(chan struct{})
+	aErr := make(chan error, 1)
+	go func() {
+		aErr <- el.Lead(ctx, func(ctx context.Context, tm *Term) error {
+			leading <- tm.Number()
+			<-resign
+			return nil
+		})
+	}()
+	termA := <-leading
+	var termB int64
+	bErr := make(chan error, 1)
+	go func() {
+		bErr <- el.Lead(ctx, func(ctx context.Context, tm *Term) error {
+			termB = tm.Number()
+			return nil
+		})
+	}()
+	// B loses a few rounds (each ends with a read of the holder) first.
+	if err := g.waitSpan("lockkit.acquire leader", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for len(g.named("lockkit.acquire leader")) < 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(resign)
+	if err := <-aErr; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-bErr; err != nil {
+		t.Fatal(err)
+	}
+	var a, b tracetest.SpanStub
+	for _, s := range g.named("lockkit.hold leader") {
+		v, _ := attrOf(s.Attributes, telnames.AttrFence)
+		switch v.AsInt64() {
+		case termA:
+			a = s
+		case termB:
+			b = s
+		}
+	}
+	if !a.SpanContext.IsValid() || !b.SpanContext.IsValid() || termB <= termA {
+		t.Fatalf("terms A %d, B %d: term spans not found; all spans: %v", termA, termB, telSpanNames(g.spans.GetSpans()))
+	}
+	if len(a.Links) != 0 {
+		t.Errorf("A's term span, elected at once, has links %v", a.Links)
+	}
+	if len(b.Links) != 1 {
+		t.Fatalf("B's term span has %d links, want 1 to A's term span %v", len(b.Links), a.SpanContext.SpanID())
+	}
+	l := b.Links[0]
+	if l.SpanContext.TraceID() != a.SpanContext.TraceID() || l.SpanContext.SpanID() != a.SpanContext.SpanID() {
+		t.Errorf("B's term links to %v/%v, want A's term span %v/%v", l.SpanContext.TraceID(), l.SpanContext.SpanID(),
+			a.SpanContext.TraceID(), a.SpanContext.SpanID())
+	}
+	if v, ok := attrOf(l.Attributes, telnames.AttrFence); !ok || v.AsInt64() != termA {
+		t.Errorf("the link's lockkit.fence = %v (%v), want A's term %d", v.AsInt64(), ok, termA)
+	}
+}

@@ -68,7 +68,7 @@ func Catalog() []Entry {
 		{Kind: KindAttribute, Name: string(telnames.AttrDomain), Type: "string", Description: "The lock domain's name; on every span and metric."},
 		{Kind: KindAttribute, Name: string(telnames.AttrKey), Type: "string", Description: "The lock key, raw, hashed (hex of HMAC-SHA-256 or SHA-256, 32 digits) or omitted per the key mode (lockkit.WithKeyMode); spans only."},
 		{Kind: KindAttribute, Name: string(telnames.AttrKind), Type: "string", Values: []string{"election", "semaphore"}, Description: "The domain's kind, on every span and metric of an election or semaphore domain (a lock's carry none): an election's acquire span is its campaign and its hold span its term, whose lockkit.fence is the term number; a semaphore's acquire, hold, release and lease.lost are a permit's."},
-		{Kind: KindAttribute, Name: string(telnames.AttrFence), Type: "int", Description: "The fencing number of the lease, on acquire and hold spans of fencing domains."},
+		{Kind: KindAttribute, Name: string(telnames.AttrFence), Type: "int", Description: "The fencing number of the lease, on acquire and hold spans of fencing domains; on an election term's link to the previous term, that term's number."},
 		{Kind: KindAttribute, Name: string(telnames.AttrAttempts), Type: "int", Description: "Attempts the acquisition made, on the acquire span and its timeout/exhausted events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrAcquireWait), Type: "double", Description: "Time the acquisition took, in seconds, on the acquire span."},
 		{Kind: KindAttribute, Name: string(telnames.AttrOutcome), Type: "string", Values: outcomes, Description: "How the operation ended, on every span and on the acquire, hold, renewal and release metrics."},

@@ -26,7 +26,7 @@ const fencingMarker = "LockkitFencing"
 // its manual.
 var Analyzer = &analysis.Analyzer{
 	Name:     "lockkit",
-	Doc:      "report misuse of lockkit locks and leases\n\nlockkit reports leases that are not released on every path, calls inside a Do or TryDo fn that pass a context other than fn's own, discarded errors of Do, TryDo, Acquire, TryAcquire and Release, leases used after Release, and fns of fencing locks that never read the fence.",
+	Doc:      "report misuse of lockkit locks and leases\n\nlockkit reports leases that are not released on every path, calls inside a Do, TryDo or Lead fn that pass a context other than fn's own, discarded errors of Do, TryDo, Acquire, TryAcquire, Lead and Release, leases used after Release, and fns of fencing locks (and of every Lead) that never read the fence.",
 	URL:      "https://pkg.go.dev/github.com/lockkit/lockkit/vet",
 	Requires: []*analysis.Analyzer{inspect.Analyzer, ctrlflow.Analyzer},
 	Run:      run,
@@ -59,6 +59,14 @@ func run(pass *analysis.Pass) (any, error) {
 				checkReentry(pass, m, fn)
 			}
 		}
+		if m.name == "Lead" {
+			// An election's fn runs while leading, as a Do's while
+			// holding; its term's number is the fence, always on.
+			if fn := m.fnLit(); fn != nil {
+				checkContexts(pass, m, fn)
+				checkFencing(pass, m, fn)
+			}
+		}
 		return true
 	})
 
@@ -74,8 +82,8 @@ func run(pass *analysis.Pass) (any, error) {
 }
 
 // method is a call of one of lockkit's methods: Do, TryDo, Acquire,
-// TryAcquire (of Lock, also promoted through a wrapper type) or Release and
-// Fence (of *Lease).
+// TryAcquire (of Lock or Semaphore, also promoted through a wrapper type),
+// Lead (of Election), Release and Fence (of *Lease) or Number (of *Term).
 type method struct {
 	name     string // "" when the call is not one of them
 	call     *ast.CallExpr
@@ -84,7 +92,8 @@ type method struct {
 	args     []ast.Expr // the arguments after the receiver
 }
 
-// fnLit returns the fn argument of Do or TryDo when it is a function literal.
+// fnLit returns the fn argument of Do, TryDo or Lead when it is a function
+// literal.
 func (m method) fnLit() *ast.FuncLit {
 	if len(m.args) < 2 {
 		return nil
@@ -126,7 +135,7 @@ func lockkitCall(info *types.Info, call *ast.CallExpr) method {
 	switch recvName(sig.Recv().Type()) + "." + fn.Name() {
 	case "Lock.Do", "Lock.TryDo", "Lock.Acquire", "Lock.TryAcquire",
 		"Semaphore.Do", "Semaphore.TryDo", "Semaphore.Acquire", "Semaphore.TryAcquire",
-		"Lease.Release", "Lease.Fence":
+		"Election.Lead", "Lease.Release", "Lease.Fence", "Term.Number":
 	default:
 		return method{}
 	}
@@ -173,6 +182,12 @@ func recvName(t types.Type) string {
 func isLeaseType(t types.Type) bool {
 	p, ok := types.Unalias(t).(*types.Pointer)
 	return ok && recvName(p.Elem()) == "Lease"
+}
+
+// isTermType reports whether t is *lockkit.Term, an election's lease.
+func isTermType(t types.Type) bool {
+	p, ok := types.Unalias(t).(*types.Pointer)
+	return ok && recvName(p.Elem()) == "Term"
 }
 
 // isContextType reports whether t is context.Context.

@@ -9,10 +9,10 @@ import (
 	"golang.org/x/tools/go/types/typeutil"
 )
 
-// checkContexts reports calls inside the fn literal of Do or TryDo that
-// pass a context not derived from fn's own ctx parameter (rule 2): only
-// that ctx is cancelled, with cause ErrLockLost, when the lease is lost.
-// A nested Do's fn is checked on its own.
+// checkContexts reports calls inside the fn literal of Do, TryDo or Lead
+// that pass a context not derived from fn's own ctx parameter (rule 2): only
+// that ctx is cancelled, with cause ErrLockLost, when the lease (the term)
+// is lost. A nested Do's or Lead's fn is checked on its own.
 func checkContexts(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 	info := pass.TypesInfo
 	ctxObj := firstParam(info, fn)
@@ -31,7 +31,7 @@ func checkContexts(pass *analysis.Pass, m method, fn *ast.FuncLit) {
 		case *ast.FuncLit:
 			return !nested[n]
 		case *ast.CallExpr:
-			if inner := lockkitCall(info, n); inner.name == "Do" || inner.name == "TryDo" {
+			if inner := lockkitCall(info, n); inner.name == "Do" || inner.name == "TryDo" || inner.name == "Lead" {
 				if lit := inner.fnLit(); lit != nil {
 					nested[lit] = true
 				}

@@ -8,12 +8,12 @@ import (
 )
 
 // checkDiscarded reports a discarded error of Do, TryDo, Acquire,
-// TryAcquire or Release, and a discarded lease of Acquire or TryAcquire
+// TryAcquire, Lead or Release, and a discarded lease of Acquire or TryAcquire
 // (rules 3 and 1): as an expression statement, in a go statement, in a
 // defer (Release excepted), or assigned to the blank identifier. stack
 // ends with m.call.
 func checkDiscarded(pass *analysis.Pass, m method, stack []ast.Node) {
-	if m.name == "Fence" {
+	if m.name == "Fence" || m.name == "Number" {
 		return
 	}
 	acquire := m.name == "Acquire" || m.name == "TryAcquire"

@@ -66,11 +66,13 @@
 //
 // An assignment that replaces fn's ctx (ctx = context.Background()) is
 // reported too. A nested Do's fn is checked against its own ctx. Only fn
-// literals are checked: a named function passed as fn is not.
+// literals are checked: a named function passed as fn is not. The fn of an
+// election's Lead (Election, also promoted through a generated wrapper) is
+// checked the same way: its ctx is cancelled when leadership is lost.
 //
 // # Discarded errors
 //
-// The error of Do, TryDo, Acquire, TryAcquire and (*Lease).Release is
+// The error of Do, TryDo, Acquire, TryAcquire, Lead and (*Lease).Release is
 // reported when the call is an expression statement, a go statement, a
 // deferred call, or its error is assigned to _:
 //
@@ -109,6 +111,10 @@
 // to be passed to the protected resource's write. A fn that calls no
 // function (other than builtins and the lease's methods) writes nowhere
 // and is not reported.
+//
+// An election always fences: the fn literal of its Lead must read
+// term.Number() or term.Lease(), or hand the term on, with the same
+// exception for a fn that calls nothing.
 //
 // # What it does not report
 //

@@ -42,3 +42,9 @@ func TestRuntimeSkipped(t *testing.T) {
 func TestTable(t *testing.T) {
 	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "table")
 }
+
+// An election's Lead: its fn's ctx, its error and its term's number (the
+// fence), as for a lock's Do.
+func TestElection(t *testing.T) {
+	analysistest.Run(t, analysistest.TestData(), vet.Analyzer, "election")
+}

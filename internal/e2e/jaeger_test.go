@@ -158,6 +158,39 @@ func TestJaegerTraces(t *testing.T) {
 			t.Error("the program's \"work\" span is not a child of the hold span")
 		}
 	})
+
+	// A leader change: B's term span links (FOLLOWS_FROM) to A's, in
+	// another trace, with A's term number on the link.
+	t.Run("leaders", func(t *testing.T) {
+		const service = "lockkit-leaders-e2e"
+		out := runProgram(t, bins["./internal/e2e/cmd/renewer"], exportEnv(j, r, service), "-hold", "10ms", "-table", "e2e-leaders", "-leaders")
+		var terms []jaegertest.Span
+		waitTraces(t, j, service, func(traces []jaegertest.Trace) bool {
+			terms = terms[:0]
+			for _, tr := range traces {
+				for _, s := range tr.Spans {
+					// A lost campaign round is a hold span too, ended
+					// exhausted; a term ends released.
+					if s.OperationName == "lockkit.hold cron_leader" && s.Tags["lockkit.outcome"] == "released" {
+						terms = append(terms, s)
+					}
+				}
+			}
+			return len(terms) == 2
+		})
+		sort.Slice(terms, func(i, k int) bool { return terms[i].Start.Before(terms[k].Start) })
+		a, b := terms[0], terms[1]
+		t.Logf("%s\nA: trace %s span %s links %v\nB: trace %s span %s links %v", out, a.TraceID, a.SpanID, a.Links, b.TraceID, b.SpanID, b.Links)
+		if a.TraceID == b.TraceID {
+			t.Errorf("both terms are in trace %s, want a trace each", a.TraceID)
+		}
+		if len(a.Links) != 0 {
+			t.Errorf("A's term, elected at once, has links %v", a.Links)
+		}
+		if len(b.Links) != 1 || b.Links[0].TraceID != a.TraceID || b.Links[0].SpanID != a.SpanID {
+			t.Errorf("B's term links %v, want one link to A's term span %s/%s", b.Links, a.TraceID, a.SpanID)
+		}
+	})
 }
 
 // checkLoopbackOnly checks that every socket the Jaeger process listens on,

@@ -1,6 +1,6 @@
 // Package holder defines what a lock key's value holds: the lease token and,
 // optionally, a short description of who holds the lease (host, pid, an owner
-// name the application sets, the trace id of the acquire), so that an
+// name the application sets, the trace and span ids of the hold), so that an
 // operator can answer "who holds this lock?" from Redis alone (lockkit
 // inspect).
 //
@@ -8,14 +8,22 @@
 //
 //	value  = token                      no description (what lockkit wrote before)
 //	       | token ";" description
-//	description = "h=" host "&p=" pid "&o=" owner "&t=" traceid
+//	description = "h=" host "&p=" pid "&o=" owner "&t=" traceid "&s=" spanid
 //
 // The fields come in that order, each one left out when empty (pid when 0);
 // every field value is URL-query escaped (url.QueryEscape), so a description
 // holds no ';' and no '&' or '=' inside a field. A description is at most
 // MaxDescription bytes: host and owner are cut (on a UTF-8 boundary) to fit
 // MaxField escaped bytes each; a trace id that is not 32 lower-case hex
-// digits, or is all zeros, is left out.
+// digits, or is all zeros, is left out, and so is a span id that is not 16
+// lower-case hex digits, or is all zeros, or comes without a trace id.
+//
+// The span id ("s", the hold span's: an election's new term links to it) came
+// after v0.1.0, as a field at the end (docs/wire.md, rule 1): v0.1.0's
+// Decode ignores it, and v0.1.0 refuses a description longer than its
+// MaxDescription, 181 bytes, which is why MaxDescription stays 181 and the
+// span id is left out of a description it would take past that (only when
+// host and owner are both near MaxField).
 //
 // The token is the lease's owner id. It must be non-empty and hold no ';'
 // (lockkit's tokens are crypto/rand.Text(): 26 characters of A–Z and 2–7).
@@ -43,7 +51,8 @@ const (
 	// MaxField bounds the escaped host and the escaped owner, each.
 	MaxField = 64
 	// MaxDescription bounds a whole description, escaped: "h=" 64 "&p=" 10
-	// "&o=" 64 "&t=" 32.
+	// "&o=" 64 "&t=" 32 (v0.1.0's bound, kept: the span id fits in what
+	// host and owner leave, or is left out).
 	MaxDescription = 2 + MaxField + 3 + 10 + 3 + MaxField + 3 + 32
 )
 
@@ -52,7 +61,8 @@ type Holder struct {
 	Host    string // host name (os.Hostname), cut to fit MaxField
 	PID     int    // process id; 0: not recorded
 	Owner   string // the name the application set on its client, cut to fit MaxField
-	TraceID string // the acquire's trace id, 32 lower-case hex digits; "" when not traced
+	TraceID string // the hold's trace id, 32 lower-case hex digits; "" when not traced
+	SpanID  string // the hold span's id, 16 lower-case hex digits; "" when not traced
 }
 
 // IsZero reports whether h describes nothing.
@@ -114,8 +124,11 @@ func AppendDescription(dst []byte, h Holder) []byte {
 		dst = strconv.AppendInt(dst, int64(h.PID), 10)
 	}
 	field("o", escapeCut(h.Owner, MaxField))
-	if validTraceID(h.TraceID) {
+	if validHex(h.TraceID, 32) {
 		field("t", h.TraceID)
+		if validHex(h.SpanID, 16) && len(dst)-start+len("&s=")+16 <= MaxDescription {
+			field("s", h.SpanID)
+		}
 	}
 	return dst
 }
@@ -140,8 +153,10 @@ func escapeCut(s string, max int) string {
 	return b.String()
 }
 
-func validTraceID(s string) bool {
-	if len(s) != 32 {
+// validHex reports whether s is n lower-case hex digits, not all zeros: a
+// valid trace id (n = 32) or span id (n = 16).
+func validHex(s string, n int) bool {
+	if len(s) != n {
 		return false
 	}
 	zero := true
@@ -199,11 +214,17 @@ func Decode(value string) (token string, h Holder, ok bool) {
 			}
 			h.PID = pid
 		case "t":
-			if !validTraceID(u) {
+			if !validHex(u, 32) {
 				ok = false
 				continue
 			}
 			h.TraceID = u
+		case "s":
+			if !validHex(u, 16) {
+				ok = false
+				continue
+			}
+			h.SpanID = u
 		}
 	}
 	return token, h, ok

@@ -12,7 +12,10 @@ import (
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
-const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+const (
+	trace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	span  = "00f067aa0ba902b7"
+)
 
 func TestEncode(t *testing.T) {
 	tok := "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -23,6 +26,11 @@ func TestEncode(t *testing.T) {
 		{Holder{}, tok},
 		{Holder{Host: "web-1", PID: 4242, Owner: "billing", TraceID: trace},
 			tok + ";h=web-1&p=4242&o=billing&t=" + trace},
+		{Holder{Host: "web-1", PID: 4242, Owner: "billing", TraceID: trace, SpanID: span},
+			tok + ";h=web-1&p=4242&o=billing&t=" + trace + "&s=" + span},
+		{Holder{SpanID: span}, tok}, // a span id without a trace id
+		{Holder{TraceID: trace, SpanID: strings.Repeat("0", 16)}, tok + ";t=" + trace}, // invalid: all zeros
+		{Holder{TraceID: trace, SpanID: "00F067AA0BA902B7"}, tok + ";t=" + trace},      // invalid: upper case
 		{Holder{PID: 7}, tok + ";p=7"},
 		{Holder{PID: -3}, tok},
 		{Holder{Owner: "a;b&c=d e%"}, tok + ";o=a%3Bb%26c%3Dd+e%25"},
@@ -41,11 +49,24 @@ func TestEncode(t *testing.T) {
 			t.Errorf("Encode(%q) = %q, want it unchanged", bad, got)
 		}
 	}
-	// The longest description stays within MaxDescription.
-	long := Holder{Host: strings.Repeat("%", 500), PID: 1<<31 - 1, Owner: strings.Repeat("\xff", 500), TraceID: trace}
+	// The longest description stays within MaxDescription, v0.1.0's 181
+	// bytes (docs/wire.md rule 1: a longer one is malformed to v0.1.0's
+	// lockkit inspect): the span id is left out of it.
+	if MaxDescription != 181 {
+		t.Errorf("MaxDescription = %d, want v0.1.0's 181", MaxDescription)
+	}
+	long := Holder{Host: strings.Repeat("%", 500), PID: 1<<31 - 1, Owner: strings.Repeat("\xff", 500), TraceID: trace, SpanID: span}
 	v := Encode(tok, long)
 	if d := len(v) - len(tok) - 1; d > MaxDescription || d < MaxDescription-5 {
 		t.Errorf("longest description is %d bytes, want at most %d (and close to it): %q", d, MaxDescription, v)
+	}
+	if strings.Contains(v, "&s=") {
+		t.Errorf("the longest description kept its span id past %d bytes: %q", MaxDescription, v)
+	}
+	// A usual one keeps it.
+	h := Holder{Host: strings.Repeat("h", 40), PID: 1<<31 - 1, Owner: strings.Repeat("o", 40), TraceID: trace, SpanID: span}
+	if _, got, ok := Decode(Encode(tok, h)); !ok || got != h {
+		t.Errorf("Decode(Encode(%+v)) = %+v, %v", h, got, ok)
 	}
 }
 
@@ -62,6 +83,8 @@ func TestDecode(t *testing.T) {
 		{";h=x", "", Holder{}, false},
 		{"T;h=web&p=12&o=a%3Bb&t=" + trace, "T", Holder{Host: "web", PID: 12, Owner: "a;b", TraceID: trace}, true},
 		{"T;o=x&z=future", "T", Holder{Owner: "x"}, true},
+		{"T;t=" + trace + "&s=" + span, "T", Holder{TraceID: trace, SpanID: span}, true},
+		{"T;t=" + trace + "&s=00f067aa", "T", Holder{TraceID: trace}, false},
 		{"T;p=abc&o=x", "T", Holder{Owner: "x"}, false},
 		{"T;p=-1", "T", Holder{}, false},
 		{"T;h=%zz", "T", Holder{}, false},
@@ -111,11 +134,22 @@ func checkRoundTrip(t *testing.T, token string, h Holder) {
 	if wantPID < 0 {
 		wantPID = 0
 	}
-	wantTrace := ""
-	if validTraceID(h.TraceID) {
+	wantTrace, wantSpan := "", ""
+	if validHex(h.TraceID, 32) {
 		wantTrace = h.TraceID
+		if validHex(h.SpanID, 16) && !strings.Contains(v, "&s=") {
+			// Left out only when it would pass MaxDescription.
+			if len(v)-len(token)-1+len("&s=")+16 <= MaxDescription {
+				t.Fatalf("Encode(%+v) = %q left out a span id that fits", h, v)
+			}
+		} else {
+			wantSpan = h.SpanID
+		}
+		if !validHex(h.SpanID, 16) {
+			wantSpan = ""
+		}
 	}
-	if got.PID != wantPID || got.TraceID != wantTrace {
+	if got.PID != wantPID || got.TraceID != wantTrace || got.SpanID != wantSpan {
 		t.Fatalf("Decode(Encode(%+v)) = %+v", h, got)
 	}
 	// Another token never owns it, in particular one that extends or shortens it.
@@ -127,12 +161,13 @@ func checkRoundTrip(t *testing.T, token string, h Holder) {
 }
 
 func FuzzRoundTrip(f *testing.F) {
-	f.Add("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "web-1", 4242, "billing", trace)
-	f.Add("A", "", 0, "", "")
-	f.Add("A;B", "h", 1, "o", trace)
-	f.Add("T", strings.Repeat("é", 50), -1, "a;b&c=d\x00\xff", strings.ToUpper(trace))
-	f.Fuzz(func(t *testing.T, token, host string, pid int, owner, traceID string) {
-		checkRoundTrip(t, token, Holder{Host: host, PID: pid, Owner: owner, TraceID: traceID})
+	f.Add("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "web-1", 4242, "billing", trace, span)
+	f.Add("A", "", 0, "", "", "")
+	f.Add("A;B", "h", 1, "o", trace, "")
+	f.Add("T", strings.Repeat("é", 50), -1, "a;b&c=d\x00\xff", strings.ToUpper(trace), span)
+	f.Add("T", strings.Repeat("h", 64), 1<<31-1, strings.Repeat("o", 64), trace, span)
+	f.Fuzz(func(t *testing.T, token, host string, pid int, owner, traceID, spanID string) {
+		checkRoundTrip(t, token, Holder{Host: host, PID: pid, Owner: owner, TraceID: traceID, SpanID: spanID})
 	})
 }
 
@@ -140,6 +175,7 @@ func FuzzRoundTrip(f *testing.F) {
 // what it decodes encodes back to the same holder (host and owner possibly cut).
 func FuzzDecode(f *testing.F) {
 	f.Add("T;h=web&p=12&o=a%3Bb&t=" + trace)
+	f.Add("T;t=" + trace + "&s=" + span)
 	f.Add("T;;;")
 	f.Add(";")
 	f.Fuzz(func(t *testing.T, v string) {
@@ -148,9 +184,11 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode(%q) = %q, ok, but the token does not own the value", v, token)
 		}
 		if ok {
-			// Encode may cut a field that Decode took as it came.
+			// Encode may cut a field that Decode took as it came, and
+			// leave out the span id (without a trace id, or past
+			// MaxDescription once re-escaped).
 			_, h2, ok2 := Decode(Encode(token, h))
-			if !ok2 || h2.PID != h.PID || h2.TraceID != h.TraceID ||
+			if !ok2 || h2.PID != h.PID || h2.TraceID != h.TraceID || h2.SpanID != h.SpanID && h2.SpanID != "" ||
 				!strings.HasPrefix(h.Host, h2.Host) || !strings.HasPrefix(h.Owner, h2.Owner) {
 				t.Fatalf("Decode(%q) = %+v; re-encoded, it decodes to %+v, %v", v, h, h2, ok2)
 			}

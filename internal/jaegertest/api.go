@@ -29,6 +29,15 @@ type Span struct {
 	// ProcessTags are the resource attributes of the span's process.
 	ProcessTags map[string]any
 	Events      []Event
+	// Links are the span's references other than its parent (OpenTelemetry
+	// span links, which Jaeger shows as FOLLOWS_FROM), possibly to another
+	// trace.
+	Links []Link
+}
+
+// Link is a reference from a span to another span.
+type Link struct {
+	RefType, TraceID, SpanID string
 }
 
 // Event is one span event (a Jaeger log). Its name is Fields["event"].
@@ -121,10 +130,11 @@ func (at apiTrace) convert() Trace {
 			Tags:          tagMap(as.Tags),
 		}
 		for _, r := range as.References {
-			if r.RefType == "CHILD_OF" && r.TraceID == as.TraceID {
+			if r.RefType == "CHILD_OF" && r.TraceID == as.TraceID && s.ParentSpanID == "" {
 				s.ParentSpanID = r.SpanID
-				break
+				continue
 			}
+			s.Links = append(s.Links, Link{RefType: r.RefType, TraceID: r.TraceID, SpanID: r.SpanID})
 		}
 		if p, ok := at.Processes[as.ProcessID]; ok {
 			s.Service = p.ServiceName

@@ -380,12 +380,32 @@ func (h *Hold) LinkPrevious(prev string) {
 	if h == nil || !h.acquireSpan.IsRecording() || len(prev) != 32+1+16 || prev[32] != '-' {
 		return
 	}
-	tid, err1 := trace.TraceIDFromHex(prev[:32])
-	sid, err2 := trace.SpanIDFromHex(prev[33:])
-	if err1 != nil || err2 != nil {
+	if sc, ok := remoteSpan(prev[:32], prev[33:]); ok {
+		h.acquireSpan.AddLink(trace.Link{SpanContext: sc})
+	}
+}
+
+// LinkLeader links the hold span, an election's term, to the previous
+// leader's term: its hold span, by the trace and span ids in hex that its
+// holder description records, with lockkit.fence, its term number, on the
+// link. Ids that are not valid are ignored.
+func (h *Hold) LinkLeader(traceID, spanID string, term int64) {
+	if h == nil || !h.span.IsRecording() {
 		return
 	}
-	h.acquireSpan.AddLink(trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+	if sc, ok := remoteSpan(traceID, spanID); ok {
+		h.span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{telnames.AttrFence.Int64(term)}})
+	}
+}
+
+// remoteSpan is the sampled remote span context of these hex ids.
+func remoteSpan(traceID, spanID string) (trace.SpanContext, bool) {
+	tid, err1 := trace.TraceIDFromHex(traceID)
+	sid, err2 := trace.SpanIDFromHex(spanID)
+	if err1 != nil || err2 != nil {
+		return trace.SpanContext{}, false
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{
 		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true,
-	})})
+	}), true
 }

@@ -389,6 +389,10 @@ type Domain struct {
 	addByCause      [numLostCauses][]metric.AddOption
 }
 
+// Tracing reports whether a hold started now would be traced: a tracer is
+// set (its sampler may still drop the hold).
+func (d *Domain) Tracing() bool { return d != nil && d.in.tracer() != nil }
+
 // Name returns the domain's name.
 func (d *Domain) Name() string {
 	if d == nil {

@@ -55,7 +55,7 @@ const (
 	// AttrKind is a domain's kind, election or semaphore, on every span and
 	// metric of such a domain (a lock's carry none).
 	AttrKind = attribute.Key("lockkit.kind")
-	// AttrFence is the lease's fencing number, on acquire and hold spans of fencing domains.
+	// AttrFence is the lease's fencing number, on acquire and hold spans of fencing domains, and on an election term's link to the previous term.
 	AttrFence = attribute.Key("lockkit.fence")
 	// AttrAttempts is the number of attempts an acquisition made.
 	AttrAttempts = attribute.Key("lockkit.attempts")

@@ -47,6 +47,20 @@ func (s Semaphore) Acquire(ctx context.Context) (*Lease, error) { return nil, ni
 
 func (s Semaphore) TryAcquire(ctx context.Context) (*Lease, error) { return nil, nil }
 
+type Election struct{ key string }
+
+func (e Election) Key() string { return e.key }
+
+func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *Term) error) error {
+	return fn(ctx, &Term{})
+}
+
+type Term struct{ lease *Lease }
+
+func (t *Term) Number() int64 { return 0 }
+func (t *Term) Lease() *Lease { return t.lease }
+func (t *Term) Err() error    { return nil }
+
 type Lease struct{ fence int64 }
 
 func (l *Lease) Key() string                       { return "" }
