@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
@@ -159,7 +160,9 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *
 
 // evalWithWait sends script and WAIT in one pipeline (one round trip) on the
 // node that owns keys[0], with EVAL after a NOSCRIPT. WAIT has no key: on a
-// Cluster it must go to the master that took the write.
+// Cluster it must go to the master that took the write. The pipeline runs on
+// that master's own client, so evalWithWait follows the Cluster's redirects
+// itself (followRedirect).
 func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, src string, keys []string, args []any, replicas int, timeout time.Duration) (acq, wait *redis.Cmd, err error) {
 	var node redis.UniversalClient = b.rdb
 	if b.cluster != nil {
@@ -169,13 +172,38 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 		}
 		node = m
 	}
-	run := func(eval func(redis.Pipeliner) *redis.Cmd) {
+	asking := false
+	for redirects := 0; ; redirects++ {
+		acq, wait = pipeWithWait(ctx, node, asking, script, src, keys, args, replicas, timeout)
+		if b.cluster == nil || redirects >= b.cluster.Options().MaxRedirects {
+			return acq, wait, nil
+		}
+		next, ask, err := b.followRedirect(ctx, acq.Err())
+		if err != nil {
+			return nil, nil, err
+		}
+		if next == nil {
+			return acq, wait, nil
+		}
+		node, asking = next, ask
+	}
+}
+
+// pipeWithWait is evalWithWait's round trip on one node: the script (EVALSHA,
+// EVAL after a NOSCRIPT), then WAIT, after ASKING when the node is the target
+// of an ASK redirect (ASKING lets the next command alone into an importing
+// slot, so a resent EVAL has its own).
+func pipeWithWait(ctx context.Context, node redis.UniversalClient, asking bool, script *redis.Script, src string, keys []string, args []any, replicas int, timeout time.Duration) (acq, wait *redis.Cmd) {
+	run := func(name string, body any) {
 		// The pipeline fills its own two commands; they become the
 		// replies only if it returned within ctx (rediswire.Bounded).
 		var a, w *redis.Cmd
 		if !rediswire.Bounded(ctx, node, func() {
 			_, _ = node.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-				a = eval(pipe)
+				if asking {
+					pipe.Do(ctx, "asking")
+				}
+				a = rediswire.Once(ctx, pipe, rediswire.ScriptArgs(name, body, keys, args)...)
 				w = pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
 				return nil
 			})
@@ -184,15 +212,51 @@ func (b *redisBackend) evalWithWait(ctx context.Context, script *redis.Script, s
 		}
 		acq, wait = a, w
 	}
-	run(func(pipe redis.Pipeliner) *redis.Cmd {
-		return rediswire.Once(ctx, pipe, rediswire.ScriptArgs("evalsha", script.Hash(), keys, args)...)
-	})
+	run("evalsha", script.Hash())
 	if rediswire.IsNoScript(acq.Err()) {
-		run(func(pipe redis.Pipeliner) *redis.Cmd {
-			return rediswire.Once(ctx, pipe, rediswire.ScriptArgs("eval", src, keys, args)...)
-		})
+		run("eval", src)
 	}
-	return acq, wait, nil
+	return acq, wait
+}
+
+// followRedirect is the Cluster master that a MOVED or ASK reply (err) names,
+// and whether it was ASK; nil when err is neither. A redirect is a refusal:
+// the server ran nothing, so resending is no replay (guarantee 7). MOVED also
+// makes the cluster client reload its slot map, as its own commands do. A
+// redirect to an address that is no master of the map is an error naming it.
+func (b *redisBackend) followRedirect(ctx context.Context, err error) (*redis.Client, bool, error) {
+	if err == nil {
+		return nil, false, nil
+	}
+	addr, moved := redis.IsMovedError(err)
+	ask := false
+	if !moved {
+		if addr, ask = redis.IsAskError(err); !ask {
+			return nil, false, nil
+		}
+	}
+	if moved {
+		b.cluster.ReloadState(ctx)
+	}
+	var (
+		mu    sync.Mutex
+		found *redis.Client
+	)
+	lerr := b.cluster.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		if c.Options().Addr == addr {
+			mu.Lock()
+			found = c
+			mu.Unlock()
+		}
+		return nil
+	})
+	switch {
+	case lerr != nil:
+		return nil, false, fmt.Errorf("%w (looking up %s: %w)", err, addr, lerr)
+	case found == nil:
+		return nil, false, fmt.Errorf("%w (%s is not a master of the slot map)", err, addr)
+	}
+	return found, ask, nil
 }
 
 // CanBatch: a plain client (single node, or Sentinel's failover client)

@@ -248,3 +248,170 @@ func TestClusterReshardMoved(t *testing.T) {
 		t.Fatalf("GET on the old master = %v, want MOVED to %s", err, dst.Addr())
 	}
 }
+
+// Issue 32: on a Cluster with a replica per master, a domain with replicas:
+// sends its script and WAIT pipelined on the key's master. That pipeline
+// follows redirects as the cluster client does. While the slot migrates
+// (ASK), acquisitions of free locks are granted, a contender is refused and
+// extends count. After it moved (MOVED, both clients' slot maps still naming
+// the old master), the holders' extends count (and those of a lease granted
+// before the migration), and once released the same
+// locks are granted to the other client, a contender again refused. 20 locks
+// of one slot (20 domains, one suffix: the suffix is the hash tag). Without
+// fencing: a fenced acquisition of a free lock names two keys, one of them
+// missing, which Redis refuses in a migrating slot (TRYAGAIN) until it moved.
+func TestClusterReshardReplicas(t *testing.T) {
+	cl := testserver.StartCluster(t, 3)
+	cl.AddReplicas(t)
+	p := Policy{TTL: 10 * time.Second, Renew: -1, Replicas: 1, ReplicaTimeout: 2 * time.Second}
+	// Two clients, each with its own slot map. A generous command timeout:
+	// WAIT on a loaded machine.
+	ccA, ccB := cl.Client(t), cl.Client(t)
+	locks := func(cc *redis.ClusterClient) []Lock {
+		c := newClientOver(t, cc, WithCommandTimeout(5*time.Second))
+		ls := make([]Lock, 20)
+		for i := range ls {
+			name := "d" + strconv.Itoa(i)
+			d := c.Domain(DomainSpec{Name: name, Prefix: "lock:" + name + ":", Policy: p})
+			if d.err != nil {
+				t.Fatal(d.err)
+			}
+			ls[i] = lockOn(d, "moving")
+		}
+		return ls
+	}
+	onA, onB := locks(ccA), locks(ccB)
+	// held is acquired before the migration and its key moved with it:
+	// its extends meet ASK, then MOVED, whatever the acquisitions do.
+	held := lockOn(testDomain(t, newClientOver(t, ccA, WithCommandTimeout(5*time.Second)), p), "moving")
+	heldLease, err := held.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm both slot maps.
+	for _, l := range []Lock{onA[0], onB[0]} {
+		lease, err := l.TryAcquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := held.Key()
+	srcAddr := clusterMasterOf(t, ccA, key)
+	if got := clusterMasterOf(t, ccB, key); got != srcAddr {
+		t.Fatalf("the two clients map %s to %s and %s", key, srcAddr, got)
+	}
+	slot, err := ccA.ClusterKeySlot(t.Context(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src, dst *testserver.Redis
+	for _, n := range cl.Nodes() {
+		switch {
+		case n.Addr() == srcAddr:
+			src = n
+		case dst == nil:
+			dst = n
+		}
+	}
+	srcC, dstC := src.Client(t), dst.Client(t)
+	srcID, dstID := srcC.ClusterMyID(t.Context()).Val(), dstC.ClusterMyID(t.Context()).Val()
+	do := func(rdb *redis.Client, args ...any) {
+		t.Helper()
+		if err := rdb.Do(t.Context(), args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, rdb.Options().Addr, err)
+		}
+	}
+	s := strconv.FormatInt(slot, 10)
+	stale := func() {
+		t.Helper()
+		for _, cc := range []*redis.ClusterClient{ccA, ccB} {
+			if got := clusterMasterOf(t, cc, key); got != src.Addr() {
+				t.Fatalf("a client already maps slot %d to %s: it would not meet MOVED", slot, got)
+			}
+		}
+	}
+
+	// grantAll acquires every lock of holders (each free), checks that the
+	// contender's lock on the same key is refused, and returns the leases
+	// (nil where refused).
+	grantAll := func(phase string, holders, contenders []Lock) []*Lease {
+		t.Helper()
+		leases := make([]*Lease, len(holders))
+		var failures []string
+		for i, l := range holders {
+			lease, err := l.TryAcquire(t.Context())
+			if err != nil {
+				failures = append(failures, err.Error())
+				continue
+			}
+			leases[i] = lease
+			if _, err := contenders[i].TryAcquire(t.Context()); !errors.Is(err, ErrNotAcquired) {
+				t.Errorf("%s: contender on a held lock: %v, want ErrNotAcquired", phase, err)
+			}
+		}
+		t.Logf("%s: %d of %d free locks granted", phase, len(holders)-len(failures), len(holders))
+		if len(failures) > 0 {
+			t.Errorf("%s: %d of %d acquisitions of a free lock failed; first: %s", phase, len(failures), len(holders), failures[0])
+		}
+		return leases
+	}
+	extendAll := func(phase string, leases []*Lease) {
+		t.Helper()
+		held, failed := 0, 0
+		for _, lease := range leases {
+			if lease == nil {
+				continue
+			}
+			held++
+			if err := lease.Extend(t.Context()); err != nil {
+				if failed == 0 {
+					t.Errorf("%s: extend: %v", phase, err)
+				}
+				failed++
+			}
+		}
+		t.Logf("%s: %d of %d extends counted", phase, held-failed, held)
+	}
+	releaseAll := func(leases []*Lease) {
+		t.Helper()
+		for _, lease := range leases {
+			if lease != nil {
+				if err := lease.Release(t.Context()); err != nil {
+					t.Errorf("release: %v", err)
+				}
+			}
+		}
+	}
+
+	// ASK: the slot is MIGRATING on src, IMPORTING on dst, and its one
+	// key (held's) moved: src answers ASK for every key of the slot.
+	do(dstC, "cluster", "setslot", s, "importing", srcID)
+	do(srcC, "cluster", "setslot", s, "migrating", dstID)
+	do(srcC, "migrate", "127.0.0.1", dst.Port(), held.Key(), 0, 5000)
+	if n := srcC.ClusterCountKeysInSlot(t.Context(), int(slot)).Val(); n != 0 {
+		t.Fatalf("slot %d holds %d keys on src after MIGRATE, want none", slot, n)
+	}
+	stale()
+	leases := append(grantAll("ASK", onA, onB), heldLease)
+	extendAll("ASK", leases)
+
+	// MOVED: dst owns the slot and every master knows it.
+	for _, n := range cl.Nodes() {
+		do(n.Client(t), "cluster", "setslot", s, "node", dstID)
+	}
+	stale()
+	extendAll("MOVED", leases) // on ccA, which still maps the slot to src
+	releaseAll(leases)
+	if got := clusterMasterOf(t, ccB, key); got != src.Addr() {
+		t.Fatalf("the contenders' client already maps slot %d to %s: it would not meet MOVED", slot, got)
+	}
+	releaseAll(grantAll("MOVED", onB, onA))
+	for _, l := range onA {
+		if n := dstC.Exists(t.Context(), l.Key()).Val(); n != 0 {
+			t.Errorf("%s is still on the new master after its release", l.Key())
+		}
+	}
+}

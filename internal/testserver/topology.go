@@ -239,7 +239,9 @@ func testOptions(addr string) *redis.Options {
 
 // Cluster is a Redis Cluster of masters only, each a *Redis on 127.0.0.1.
 type Cluster struct {
-	nodes []*Redis
+	nodes    []*Redis
+	replicas []*Redis // AddReplicas's, in master order
+	opts     []RedisOption
 }
 
 // KeyOnMaster is a key and the Cluster master that serves it.
@@ -300,7 +302,7 @@ func StartCluster(t testing.TB, masters int, opts ...RedisOption) *Cluster {
 		func(c *redisConfig) { c.bus = true },
 		WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"),
 	}, opts...)
-	c := &Cluster{}
+	c := &Cluster{opts: nodeOpts}
 	for range masters {
 		c.nodes = append(c.nodes, StartRedis(t, nodeOpts...))
 	}
@@ -331,13 +333,55 @@ func (c *Cluster) WaitOK(t testing.TB) {
 			if s, _ := infoField(info, "cluster_state"); s != "ok" {
 				return fmt.Errorf("cluster_state:%s", s)
 			}
-			if k, _ := infoField(info, "cluster_known_nodes"); k != strconv.Itoa(len(c.nodes)) {
-				return fmt.Errorf("cluster_known_nodes:%s, want %d", k, len(c.nodes))
+			if k, _ := infoField(info, "cluster_known_nodes"); k != strconv.Itoa(len(c.nodes)+len(c.replicas)) {
+				return fmt.Errorf("cluster_known_nodes:%s, want %d", k, len(c.nodes)+len(c.replicas))
 			}
 			return nil
 		})
 	}
 }
+
+// AddReplicas adds one replica to each master (`redis-cli --cluster add-node
+// --cluster-slave --cluster-master-id`, which waits for the node to join), and
+// returns once every replica reports master_link_status:up and every node
+// knows all the others. Nodes stays the masters; Replicas lists the new nodes.
+func (c *Cluster) AddReplicas(t testing.TB) {
+	t.Helper()
+	cli := requireRedisBin(t, "redis-cli")
+	for _, m := range c.nodes {
+		id, err := respString(m.Addr(), time.Second, "CLUSTER", "MYID")
+		if err != nil {
+			t.Fatalf("testserver: CLUSTER MYID on %s: %v", m.Addr(), err)
+		}
+		r := StartRedis(t, c.opts...)
+		args := []string{"--cluster", "add-node", r.Addr(), m.Addr(), "--cluster-slave", "--cluster-master-id", strings.TrimSpace(id)}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		cmd := exec.CommandContext(ctx, cli, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("testserver: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		c.replicas = append(c.replicas, r)
+	}
+	for _, r := range c.replicas {
+		waitFor(t, readyTimeout, "replica "+r.Addr()+" to sync", r.logPath, func() error {
+			info, err := respString(r.Addr(), time.Second, "INFO", "replication")
+			if err != nil {
+				return err
+			}
+			if s, _ := infoField(info, "master_link_status"); s != "up" {
+				return fmt.Errorf("master_link_status:%s", s)
+			}
+			return nil
+		})
+	}
+	c.WaitOK(t)
+}
+
+// Replicas are the nodes AddReplicas added, the replica of Nodes()[i] at i.
+func (c *Cluster) Replicas() []*Redis { return c.replicas }
 
 // Nodes are the cluster's nodes, to Pause, Kill, Restart... one of them.
 func (c *Cluster) Nodes() []*Redis { return c.nodes }
