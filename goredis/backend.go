@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -127,6 +128,9 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	}
 	if err == redis.Nil {
 		return 0, driver.ErrContended
+	}
+	if req.Fencing {
+		err = rediswire.FenceError(err, keys())
 	}
 	return n, redisclass.Mark(err)
 }
@@ -312,7 +316,7 @@ func (b *redisBackend) AcquireAll(ctx context.Context, reqs []*driver.Request) (
 	case err == redis.Nil:
 		return nil, driver.ErrContended
 	case err != nil:
-		return nil, redisclass.Mark(err)
+		return nil, redisclass.Mark(rediswire.FenceError(err, keys))
 	case len(fences) != len(reqs):
 		return nil, fmt.Errorf("acquire-all script returned %d fences for %d locks", len(fences), len(reqs))
 	}
@@ -349,8 +353,21 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, []string{key}, token, ttl.Milliseconds()).Int64()
+	n, err := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, b.extendKeys(key), token, ttl.Milliseconds()).Int64()
 	return n == 1, redisclass.Mark(err)
+}
+
+// extendKeys are the extend script's keys: the lock and its fence counter,
+// which extend keeps as long as the lock (policy.FenceKeepLua; a lock
+// without fencing has no counter, and extend then finds none). On a Cluster
+// the counter goes only when it shares the lock's slot (a lock key with a
+// hash tag, as every key lockkit builds has).
+func (b *redisBackend) extendKeys(key string) []string {
+	fk := policy.FenceKey(key)
+	if b.cluster != nil && policy.ClusterSlot(fk) != policy.ClusterSlot(key) {
+		return []string{key}
+	}
+	return []string{key, fk}
 }
 
 // ExtendReplicas sends the extend script and WAIT in one pipeline (one
@@ -359,7 +376,7 @@ func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.D
 // primary keeps the longer expiry (it delays the next holder, and grants
 // nothing) and the caller's deadline stays where it was.
 func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (bool, error) {
-	ext, wait, err := b.evalWithWait(ctx, rediswire.ExtendScript, rediswire.ExtendSrc, []string{key}, []any{token, ttl.Milliseconds()}, replicas, timeout)
+	ext, wait, err := b.evalWithWait(ctx, rediswire.ExtendScript, rediswire.ExtendSrc, b.extendKeys(key), []any{token, ttl.Milliseconds()}, replicas, timeout)
 	if err != nil {
 		return false, redisclass.Mark(err)
 	}
@@ -381,9 +398,10 @@ func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, tt
 // description) and its fence counter, in one read on the key's node. A read
 // changes nothing, so go-redis may re-send it.
 func (b *redisBackend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
+	keys := []string{key, policy.FenceKey(key)}
 	var sent *redis.Cmd // read only if the script returned within ctx
 	cmd := rediswire.Late(ctx)
-	if rediswire.Bounded(ctx, b.rdb, func() { sent = rediswire.HolderScript.Run(ctx, b.rdb, []string{key, policy.FenceKey(key)}) }) {
+	if rediswire.Bounded(ctx, b.rdb, func() { sent = rediswire.HolderScript.Run(ctx, b.rdb, keys) }) {
 		cmd = sent
 	}
 	r, err := cmd.Slice()
@@ -391,14 +409,17 @@ func (b *redisBackend) ReadHolder(ctx context.Context, key string) (driver.Holdi
 		return driver.Holding{}, false, nil
 	}
 	if err != nil {
-		return driver.Holding{}, false, redisclass.Mark(err)
+		return driver.Holding{}, false, redisclass.Mark(rediswire.FenceError(err, keys))
 	}
 	if len(r) != 2 {
 		return driver.Holding{}, false, fmt.Errorf("holder script returned %d values, want 2", len(r))
 	}
 	v, _ := r[0].(string)
 	h := driver.Holding{}
-	h.Fence, _ = r[1].(int64)
+	c, _ := r[1].(string) // the counter's text: exact past 2^53
+	if h.Fence, err = strconv.ParseInt(c, 10, 64); err != nil || h.Fence < 0 {
+		return driver.Holding{}, false, rediswire.BadCounter(keys[1], fmt.Sprintf("it holds %q", c))
+	}
 	h.Token, _, _ = holder.Decode(v)
 	if i := len(h.Token) + 1; i < len(v) {
 		h.Holder = v[i:]

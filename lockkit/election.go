@@ -195,7 +195,7 @@ func (e Election) Leader(ctx context.Context) (Leader, error) {
 	defer cancel()
 	h, held, err := c.holders.ReadHolder(rctx, e.l.key)
 	if err != nil {
-		return Leader{}, fmt.Errorf("lockkit: Leader %s: %w: %w", e.l.key, ErrUnavailable, err)
+		return Leader{}, fmt.Errorf("lockkit: Leader %s: %w", e.l.key, unavailable(err))
 	}
 	if !held {
 		return Leader{}, nil

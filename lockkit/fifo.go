@@ -153,7 +153,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			if !errors.Is(err, breaker.ErrOpen) {
 				queued = true // it may have run: leaving undoes a grant or a place
 			}
-			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
+			err = unavailable(err)
 			if ctx.Err() != nil {
 				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/circuit"
 	"github.com/lockkit/lockkit/internal/holder"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -354,6 +355,10 @@ func (l Lock) attempt(ctx context.Context, be driver.Backend, token, who string,
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case errors.Is(err, circuit.ErrData):
+		// The store answered that it cannot read what it holds under the
+		// key (a fence counter that is no integer): nothing was taken.
+		return 0, err
 	default:
 		// The script may have run even though the reply was lost: give
 		// back the token we may now hold, or it blocks others until its
@@ -361,6 +366,17 @@ func (l Lock) attempt(ctx context.Context, be driver.Backend, token, who string,
 		d.c.background(func() { l.giveBack(ctx, be, token) })
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+}
+
+// unavailable is a backend's error as the caller sees it: wrapped in
+// ErrUnavailable, unless it is about the data under a key
+// (circuit.ErrData: a fence counter that is no integer), which is no outage
+// and is reported as itself (it names the key, and matches driver.ErrFinal).
+func unavailable(err error) error {
+	if errors.Is(err, circuit.ErrData) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
 
 // holderOf describes who takes a lock under hctx, the hold's ctx: the

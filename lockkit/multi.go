@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/circuit"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/telnames"
 )
@@ -350,6 +351,9 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHol
 	case errors.Is(err, breaker.ErrOpen):
 		// Refused before anything was sent: there is nothing to clean up.
 		return nil, nil, fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
+	case errors.Is(err, circuit.ErrData):
+		// A fence counter the script cannot read: nothing was taken.
+		return nil, nil, fmt.Errorf("lockkit: acquire %s and %d more in one step: %w", set[0].key, n-1, err)
 	default:
 		// The script may have run even though the reply was lost: give
 		// back every token we may now hold, in the background and each on

@@ -148,3 +148,10 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// ErrData marks an error about the data a store holds under a key (a Redis
+// fence counter that is no integer): no outage, and no retry can succeed
+// until someone repairs the key. Classify counts it as Success (the node
+// answered); the Client neither retries it (it also matches driver.ErrFinal)
+// nor reports it as lockkit.ErrUnavailable, but as itself, naming the key.
+var ErrData = errors.New("lockkit: unreadable data in the store")

@@ -330,11 +330,31 @@ func TestCrossVersion(t *testing.T) {
 						}
 					}
 				}
+				// counterTTL is the PTTL of the key's fence counter on Redis
+				// (docs/wire.md: v0.1.0 leaves none, -1; this version's
+				// expires, policy.NextFenceLua): each version's scripts
+				// meet the other's counter in the mixed phase.
+				counterTTL := func() time.Duration {
+					if s.rdb == nil {
+						return 0
+					}
+					ks, err := s.rdb.Keys(ctx, "*"+key+"*:fence").Result()
+					if err != nil || len(ks) != 1 {
+						t.Fatalf("fence counter of %s: %v %v", key, ks, err)
+					}
+					return s.rdb.PTTL(ctx, ks[0]).Val()
+				}
 				start := time.Now()
 				phase("old only", old("old-1", 10), old("old-2", 10))
+				if d := counterTTL(); s.rdb != nil && d != -1 {
+					t.Fatalf("after the old version alone the counter's PTTL is %v, want -1 (no expiry in %s)", d, rel.version)
+				}
 				before := readLog(t, ctx, s, key)
 				phase("old and new", old("old-3", 15), old("old-4", 15), nw("new-1", 15), nw("new-2", 15))
 				phase("new only", nw("new-3", 10), nw("new-4", 10))
+				if d := counterTTL(); s.rdb != nil && d <= 0 {
+					t.Fatalf("after the new version alone the counter's PTTL is %v, want an expiry", d)
+				}
 				evs := readLog(t, ctx, s, key)
 				got := check(t, evs)
 				if got["old"] != 50 || got["new"] != 50 {

@@ -25,7 +25,8 @@
 -- is nil unless the grant came from the queue and the releaser left a trace
 -- context), or {0, lock PTTL, position, join order} when queued (position 1
 -- is the head; the join order is the token's score in the queue). All times
--- come from the server's clock (TIME).
+-- come from the server's clock (TIME). A fence counter that is no integer
+-- gets bad_fence's error, and nothing is written.
 
 local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, wttl, desc = ARGV[1], tonumber(ARGV[3]), ARGV[6] or ''
@@ -42,7 +43,13 @@ if owns(owner, token) then
   -- The counter's text, not tonumber's double: exact past 2^53.
   local fence = 0
   if #KEYS >= 6 then
-    fence = redis.call('GET', KEYS[6]) or 0
+    fence = redis.pcall('GET', KEYS[6]) or 0
+    if type(fence) == 'table' then
+      return bad_fence(6, fence.err or 'WRONGTYPE')
+    end
+    if type(fence) == 'string' and not string.match(fence, '^%d+$') then
+      return bad_fence(6, 'not a decimal integer')
+    end
   end
   return {2, fence, redis.call('GET', prevkey), redis.call('PTTL', lock)}
 end
@@ -55,6 +62,16 @@ local dead = prune(queue, deadlines, waiters, now_ms)
 local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not owner then
   if head == nil or head == token then
+    local fence = 0
+    if #KEYS >= 6 then
+      -- internal/policy's rule, prepended to this script; before any
+      -- write, so a counter it cannot read leaves lock and queue alone.
+      local bad
+      fence, bad = next_fence(KEYS[6], ARGV[2])
+      if bad then
+        return bad_fence(6, bad)
+      end
+    end
     redis.call('SET', lock, value, 'PX', ARGV[2])
     local prev = false
     if head then
@@ -62,11 +79,6 @@ if not owner then
       redis.call('ZREM', deadlines, token)
       redis.call('HDEL', waiters, token)
       prev = redis.call('GET', prevkey)
-    end
-    local fence = 0
-    if #KEYS >= 6 then
-      -- internal/policy's rule, prepended to this script.
-      fence = next_fence(KEYS[6])
     end
     return {1, fence, prev, tonumber(ARGV[2])}
   end

@@ -266,7 +266,7 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 	v, err := rediswire.RunOnce(ctx, rdb, acquireScript, acquireSrc, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
 		req.Wake, flag(sharded), req.Holder).Slice()
 	if err != nil {
-		return Result{}, err
+		return Result{}, rediswire.FenceError(err, keys)
 	}
 	r := Result{waiterTTL: waiterTTL}
 	if len(v) != 4 {
@@ -276,6 +276,9 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 	b, ok2 := v[1].(int64)
 	if s, ok := v[1].(string); ok { // a fence past 2^53 is decimal text (policy.NextFenceLua)
 		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil && req.Fencing {
+			return Result{}, rediswire.BadCounter(keys[5], fmt.Sprintf("it holds %q", s))
+		}
 		b, ok2 = n, err == nil
 	}
 	if !ok1 || !ok2 {

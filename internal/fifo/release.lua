@@ -84,14 +84,21 @@ local value = head
 if rest and #rest > 1 then
   value = head .. ';' .. string.sub(rest, 2)
 end
+local fence = 0
+if fencing == '1' then
+  -- internal/policy's rule, prepended. A counter it cannot read hands
+  -- nothing over: the head stays queued, takes the lock itself on its
+  -- timer and gets the counter's error there.
+  local bad
+  fence, bad = next_fence(KEYS[6], px)
+  if bad then
+    return held
+  end
+end
 redis.call('SET', lock, value, 'PX', px)
 redis.call('ZREM', queue, head)
 redis.call('ZREM', deadlines, head)
 redis.call('HDEL', waiters, head)
-local fence = 0
-if fencing == '1' then
-  fence = next_fence(KEYS[6]) -- internal/policy's rule, prepended
-end
 redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch,
   head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev)
 return held

@@ -9,6 +9,7 @@ import (
 	"github.com/lockkit/lockkit/internal/fifo"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/schema"
 	"github.com/redis/go-redis/v9"
 )
@@ -30,12 +31,16 @@ if not owns(v, ARGV[1]) then
 end
 local fence = 0
 if ARGV[2] == '1' then
-  fence = next_fence(KEYS[2])
+  local bad
+  fence, bad = next_fence(KEYS[2])
+  if bad then
+    return bad_fence(2, bad)
+  end
 end
 if ARGV[3] == '1' then
   redis.call('DEL', KEYS[1])
 end
-return {1, old, string.format('%.0f', fence)}
+return {1, old, fence_text(fence)}
 `)
 
 // Errors of ForceRelease; the command line maps them to exit codes.
@@ -128,9 +133,10 @@ func (in *Inspector) ForceRelease(ctx context.Context, rdb redis.UniversalClient
 		return nil, fmt.Errorf("%s: %w by token %s (it holds %s)", key, ErrNotHeld, o.Token, tok)
 	}
 	fifoDomain := d.Wait == policy.WaitFIFOName
-	r, err := forceScript.Run(ctx, rdb, []string{key, policy.FenceKey(key)}, tok, bit(d.Fencing), bit(!fifoDomain)).Slice()
+	keys := []string{key, policy.FenceKey(key)}
+	r, err := forceScript.Run(ctx, rdb, keys, tok, bit(d.Fencing), bit(!fifoDomain)).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("releasing %s: %w", key, err)
+		return nil, fmt.Errorf("releasing %s: %w", key, rediswire.FenceError(err, keys))
 	}
 	if len(r) != 3 {
 		return nil, fmt.Errorf("releasing %s: unexpected reply %v", key, r)

@@ -301,29 +301,47 @@ func NeedsEscape(c byte) bool {
 }
 
 // NextFenceLua is the fence rule for the scripts that grant a lock: prepend
-// it, then next_fence(counter_key) issues the lock's next fence,
+// it, then next_fence(counter_key, ttl_ms) issues the lock's next fence,
 // max(counter + 1, server TIME in µs), and stores it back. The counter alone
 // goes back when Redis loses writes (a restart without them, everysec AOF, a
 // failover to a replica that missed the last INCRs); the clock does not, so
 // fences stay strictly increasing as long as the server clock never steps
 // back and grants stay below one per microsecond per key.
 //
+// The counter expires (FenceKeep): next_fence sets it to expire at the
+// moment its fence f stands for, f/1000 ms, plus max(ttl_ms, FenceKeep).
+// So once it has expired the server's clock is past f, and a new counter,
+// which starts at TIME, issues a fence above every fence before it, as after
+// a lost counter. The same rule makes expiry and loss one case. A counter
+// is also kept for max(ttl, FenceKeep) after every extend of its lock
+// (FenceKeepLua), so a held lock's counter (its fence, read by an
+// election's Leader and by FIFO's re-found grant) outlives the lock.
+//
+// A counter that is no integer (text, another type, or 2^63−1, which INCR
+// cannot raise) issues nothing: next_fence returns nil and Redis's error,
+// before it writes anything, and the script replies BadFenceLua's error
+// (rediswire.FenceError names the key for the caller).
+//
 // A fence is exact up to 2^63−1. Lua numbers are doubles, exact only below
 // 2^53 (fenceExactLua): past it next_fence returns the counter's own decimal
 // text, which go-redis reads as the same int64, and the clock (~2^51 today)
 // is behind the counter anyway. fence_text(f) writes a fence either way, for
 // a message. The Go side of each script reads an integer or a decimal string.
-const NextFenceLua = `local function next_fence(counter)
+var NextFenceLua = `local function next_fence(counter, ttl)
+  local fence = redis.pcall('INCR', counter)
+  if type(fence) == 'table' then
+    return nil, fence.err or fence.error or 'not an integer'
+  end
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local fence = redis.call('INCR', counter)
   if fence >= ` + fenceExactLua + ` then
-    return redis.call('GET', counter)
-  end
-  if now > fence then
+    fence = redis.call('GET', counter)
+  elseif now > fence then
     fence = now
     redis.call('SET', counter, string.format('%.0f', fence))
   end
+  redis.call('PEXPIREAT', counter, string.format('%.0f',
+    math.floor(tonumber(fence) / 1000) + math.max(tonumber(ttl) or 0, ` + fenceKeepLua + `)))
   return fence
 end
 local function fence_text(f)
@@ -332,7 +350,44 @@ local function fence_text(f)
   end
   return string.format('%.0f', f)
 end
+` + BadFenceLua
+
+// BadFenceLua defines bad_fence(i, why), the error reply of a script that
+// met a fence counter (KEYS[i]) it cannot read as one: BadFenceCode, i and
+// Redis's error why (rediswire.FenceError reads it).
+var BadFenceLua = `local function bad_fence(i, why)
+  return redis.error_reply('` + BadFenceCode + ` ' .. i .. ' ' .. why)
+end
 `
+
+// FenceKeepLua keeps a lock's fence counter for max(ttl_ms, FenceKeep) after
+// an extend of the lock (keep_fence(counter_key, ttl_ms)), so it outlives the
+// lock it counts for. It only moves an expiry later; a counter without one
+// (written by v0.1.0) or missing is left alone.
+var FenceKeepLua = `local function keep_fence(counter, ttl)
+  local keep = math.max(tonumber(ttl), ` + fenceKeepLua + `)
+  local p = redis.call('PTTL', counter)
+  if p >= 0 and p < keep then
+    redis.call('PEXPIRE', counter, keep)
+  end
+end
+`
+
+// FenceKeep is how long a fence counter is kept, at least, after the moment
+// its last fence stands for (and after its lock's last extend), when the
+// lock's TTL is shorter: NextFenceLua's expiry rule. It bounds the counters
+// Redis keeps to the keys fenced in the last FenceKeep, and it is also how
+// far back the server's clock may step after a counter expired without a
+// fence repeating (docs/semantics.md, guarantee 3).
+const FenceKeep = 10 * time.Minute
+
+// fenceKeepLua is FenceKeep in ms, as Lua reads it.
+var fenceKeepLua = strconv.FormatInt(FenceKeep.Milliseconds(), 10)
+
+// BadFenceCode starts the error reply of a script that met a fence counter
+// it cannot read as one: BadFenceCode, the counter's index in KEYS
+// (1-based), and Redis's own error (rediswire.FenceError).
+const BadFenceCode = "LOCKKIT_BADFENCE"
 
 // fenceExactLua is 2^53, where Lua's doubles stop holding every integer: a
 // fence at or past it travels as decimal text (NextFenceLua).

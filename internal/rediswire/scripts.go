@@ -36,12 +36,13 @@ var (
 
 	//go:embed extend.lua
 	extendBody   string
-	ExtendSrc    = holder.OwnsLua + extendBody
+	ExtendSrc    = holder.OwnsLua + policy.FenceKeepLua + extendBody
 	ExtendScript = redis.NewScript(ExtendSrc)
 
 	// Holder reads who holds a lock and its fence (an election's Leader).
 	//go:embed holder.lua
-	HolderSrc    string
+	holderBody   string
+	HolderSrc    = policy.BadFenceLua + holderBody
 	HolderScript = redis.NewScript(HolderSrc)
 )
 
