@@ -562,11 +562,11 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 }
 
 // releaseUntracked gives back a lease that never started (client closed
-// while it was being acquired).
+// while it was being acquired): a counted acquisition's (dropToken).
 func (l *Lease) releaseUntracked() {
 	l.state = released
 	l.end(errReleased)
-	_, _ = l.lock.releaseToken(context.Background(), l.be, l.token)
+	l.lock.dropToken(context.Background(), l.be, l.token)
 }
 
 // run is the body of Do and TryDo: fn under the lease, then release. It

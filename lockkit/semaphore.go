@@ -100,6 +100,11 @@ func (s Semaphore) acquire(ctx context.Context, retry, forDo bool) (*Lease, cont
 	}
 	d := l.d
 	c, p := d.c, &d.policy
+	// Counted, as Lock.acquireHeld counts its own: Close waits for it.
+	if !c.beginAcquire(l.key) {
+		return nil, ctx, ErrClosed
+	}
+	defer c.endAcquire(l.key)
 	be := c.be
 	start := time.Now()
 	r := &p.Retry
