@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/keylang"
 	"github.com/lockkit/lockkit/internal/policy"
@@ -860,7 +861,7 @@ func (c *Client) Close(ctx context.Context) error {
 		// it may hold).
 		_ = c.be.Close()
 	}
-	c.closeErr = errors.Join(errs...)
+	c.closeErr = errcheck.Returned(errors.Join(errs...))
 	return c.closeErr
 }
 

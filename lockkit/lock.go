@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/telnames"
 
@@ -92,7 +93,8 @@ func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.C
 	if err := l.usable(ctx); err != nil {
 		return nil, ctx, err
 	}
-	return l.acquireOn(ctx, l.d.c.be, retry, forDo)
+	lease, fctx, err := l.acquireOn(ctx, l.d.c.be, retry, forDo)
+	return lease, fctx, errcheck.Returned(err)
 }
 
 // usable reports why l cannot be acquired under ctx, or nil: no client, a

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/telnames"
 )
@@ -105,13 +106,13 @@ func (s *LeaseSet) Err() error {
 // another owner). Close treats a running DoAll like a running Do: fn's ctx
 // is cancelled with ErrClosed and the locks are released once fn returns.
 func DoAll(ctx context.Context, fn func(ctx context.Context, set *LeaseSet) error, locks ...Locker) error {
-	return doAll(ctx, true, fn, locks)
+	return errcheck.Returned(doAll(ctx, true, fn, locks))
 }
 
 // TryDoAll is DoAll with a single attempt at the set: when any lock is held,
 // it gives back what it took and returns ErrNotAcquired.
 func TryDoAll(ctx context.Context, fn func(ctx context.Context, set *LeaseSet) error, locks ...Locker) error {
-	return doAll(ctx, false, fn, locks)
+	return errcheck.Returned(doAll(ctx, false, fn, locks))
 }
 
 func doAll(ctx context.Context, retry bool, fn func(context.Context, *LeaseSet) error, given []Locker) error {
