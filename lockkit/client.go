@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/keylang"
 	"github.com/lockkit/lockkit/internal/policy"
@@ -85,7 +86,18 @@ type Client struct {
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
 	leases      map[*Lease]struct{}
-	bg          sync.WaitGroup // renewals and background releases
+	bg          sync.WaitGroup // renewals
+
+	// acquiring counts, by key, the acquisitions under way: a wait, an
+	// attempt in flight, a grant being given back because the client
+	// closed, a give-back of a token whose acquire went unanswered (such a
+	// token may hold its key). Close waits for them, so that it returns only
+	// once no key is held by this client's tokens, or names the keys still
+	// in doubt. nAcquiring is their sum; acquired, when Close waits, is
+	// closed as it drops to 0.
+	acquiring  map[string]int
+	nAcquiring int
+	acquired   chan struct{}
 }
 
 // Option configures a Client: one of the With functions below. The zero
@@ -198,6 +210,8 @@ func New(b driver.Spec, opts ...Option) (*Client, error) {
 		log:        slog.Default(),
 		cmdTimeout: policy.DefaultCommandTimeout,
 		leases:     make(map[*Lease]struct{}),
+		acquiring:  make(map[string]int),
+		closeDone:  make(chan struct{}),
 	}
 	for i, o := range opts {
 		if o.set == nil {
@@ -681,20 +695,26 @@ func (c *Client) Ping(ctx context.Context) error {
 // Close shuts the client down without ever releasing a lock under work that
 // still relies on it:
 //
-//   - New acquisitions fail with ErrClosed from the moment Close starts.
+//   - New acquisitions fail with ErrClosed from the moment Close starts, and
+//     every waiting acquisition ends with ErrClosed; a FIFO waiter leaves its
+//     queue, so a handover skips it.
 //   - Every fn running under Do or TryDo has its ctx cancelled, with a cause
 //     matching ErrClosed, and Close waits for it to return; Do then releases
 //     its lock as usual. Until fn returns, its lease is still renewed.
 //   - Leases from Acquire are released at once (their Done closes, and Err
 //     reports a loss matching both ErrLockLost and ErrClosed).
+//   - An acquisition attempt in flight is waited for: a grant that arrives
+//     is given back, and so is the token of an attempt whose reply was lost
+//     (the store may have run it), until the store confirms it.
 //
 // Releases run in parallel and everything is bounded by ctx. When ctx ends
 // first, Close stops renewing whatever it could not release, so those locks
 // expire by their TTL (a Do still running then returns ErrLockLost at its
-// deadline), and returns an error saying how many were left. Close does not
-// close the clients the backend was made from (go-redis client, pgx pool).
-// A Close called while another runs waits for it (within its own ctx) and
-// returns what the first returned.
+// deadline), and returns an error saying how many leases were left and
+// naming the keys whose acquisition had not finished giving them back. Close
+// does not close the clients the backend was made from (go-redis client,
+// pgx pool). A Close called while another runs waits for it (within its own
+// ctx) and returns what the first returned.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -704,22 +724,26 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	if c.closed {
-		done := c.closeDone
 		c.mu.Unlock()
 		select {
-		case <-done:
+		case <-c.closeDone:
 			return c.closeErr
 		case <-ctx.Done():
 			return fmt.Errorf("lockkit: close: waiting for a concurrent Close: %w", ctx.Err())
 		}
 	}
 	c.closed = true
-	c.closeDone = make(chan struct{})
 	defer close(c.closeDone)
 	c.closeCancel() // waiting acquisitions end now, with ErrClosed
 	all := make([]*Lease, 0, len(c.leases))
 	for l := range c.leases {
 		all = append(all, l)
+	}
+	acquired := make(chan struct{})
+	if c.nAcquiring == 0 {
+		close(acquired)
+	} else {
+		c.acquired = acquired
 	}
 	c.mu.Unlock()
 
@@ -730,6 +754,14 @@ func (c *Client) Close(ctx context.Context) error {
 		failed   int   // releases sent that did not succeed
 		firstErr error // one of them, for the message
 	)
+	// Acquisitions under way end within a round trip, and give back what
+	// they may hold; wait for them beside the releases.
+	wg.Go(func() {
+		select {
+		case <-acquired:
+		case <-ctx.Done():
+		}
+	})
 	for _, l := range all {
 		wg.Add(1)
 		if l.fnCancel != nil {
@@ -772,6 +804,10 @@ func (c *Client) Close(ctx context.Context) error {
 	for l := range c.leases {
 		left = append(left, l)
 	}
+	inDoubt := make([]string, 0, len(c.acquiring))
+	for key := range c.acquiring {
+		inDoubt = append(inDoubt, key)
+	}
 	c.mu.Unlock()
 	for _, l := range left {
 		l.mu.Lock()
@@ -796,6 +832,14 @@ func (c *Client) Close(ctx context.Context) error {
 		}
 		errs = append(errs, fmt.Errorf("lockkit: close: %d of %d leases were not released; they expire by their TTL (the longest within %v): %w", n, len(all), longest, why))
 	}
+	if len(inDoubt) > 0 {
+		// Only ctx ending leaves an acquisition under way.
+		why := ctx.Err()
+		if why == nil { // never wrap a nil
+			why = errors.New("still under way")
+		}
+		errs = append(errs, fmt.Errorf("lockkit: close: the acquisitions of %s had not finished giving back what they may hold; such a key expires by its TTL: %w", quoteKeys(inDoubt), why))
+	}
 
 	done := make(chan struct{})
 	go func() { c.bg.Wait(); close(done) }()
@@ -811,11 +855,75 @@ func (c *Client) Close(ctx context.Context) error {
 		// closing a PostgreSQL backend ends the sessions of the leases it
 		// still holds, which would free a lock under a running fn before its
 		// deadline. Left leases stop renewing and expire by their TTL (on
-		// PostgreSQL, the idle limit of their sessions), as on Redis.
+		// PostgreSQL, the idle limit of their sessions), as on Redis. An
+		// acquisition still in doubt holds no lease: it runs no fn, and its
+		// give-back stops now (on PostgreSQL, the session's end frees what
+		// it may hold).
 		_ = c.be.Close()
 	}
-	c.closeErr = errors.Join(errs...)
+	c.closeErr = errcheck.Returned(errors.Join(errs...))
 	return c.closeErr
+}
+
+// maxQuotedKeys bounds the keys an error names.
+const maxQuotedKeys = 20
+
+// quoteKeys names keys, sorted and quoted (`keys "a", "b"`), at most
+// maxQuotedKeys of them, then how many more.
+func quoteKeys(keys []string) string {
+	slices.Sort(keys)
+	var b strings.Builder
+	b.WriteString("key")
+	if len(keys) > 1 {
+		b.WriteString("s")
+	}
+	for i, k := range keys {
+		if i == maxQuotedKeys {
+			fmt.Fprintf(&b, " and %d more", len(keys)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %q", k)
+	}
+	return b.String()
+}
+
+// beginAcquire counts an acquisition of key, which Close waits for; false
+// when the client is closed (the caller returns ErrClosed). endAcquire
+// ends it.
+func (c *Client) beginAcquire(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.acquiring[key]++
+	c.nAcquiring++
+	return true
+}
+
+// joinAcquire counts a give-back of key started by an acquisition that is
+// itself counted (so Close, if it has started, is still waiting): it is
+// counted even once the client is closed. endAcquire ends it.
+func (c *Client) joinAcquire(key string) {
+	c.mu.Lock()
+	c.acquiring[key]++
+	c.nAcquiring++
+	c.mu.Unlock()
+}
+
+func (c *Client) endAcquire(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.acquiring[key]--; c.acquiring[key] <= 0 {
+		delete(c.acquiring, key)
+	}
+	if c.nAcquiring--; c.nAcquiring == 0 && c.acquired != nil {
+		close(c.acquired)
+		c.acquired = nil
+	}
 }
 
 // logKey is a lock key as log lines show it: as the key mode says (raw,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/errcheck"
 )
 
 // DoOn runs l's Do with be in place of its Client's backend: for a lock
@@ -20,7 +21,7 @@ func DoOn(ctx context.Context, l Lock, be driver.Backend, fn func(ctx context.Co
 	}
 	lease, fctx, err := l.acquireOn(ctx, be, true, true)
 	if err != nil {
-		return err
+		return errcheck.Returned(err)
 	}
 	return lease.run(fctx, fn)
 }

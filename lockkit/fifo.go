@@ -58,9 +58,9 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		if queued {
 			// At once, bounded by the command timeout and not by ctx (which
 			// may be what ended the wait): the next waiter may be woken by it.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cmdTimeout)
-			_, _ = q.QueueRelease(rctx, l.key, token, "")
-			cancel()
+			// Unanswered, it goes on in the background (the token may hold
+			// the lock: a grant whose reply was lost).
+			l.dropToken(ctx, be, token)
 		}
 		hold.EndAcquire(obs.AcquireResult{Outcome: o, Attempts: attempts, Contended: contended, Err: err})
 		hold.End(o, err)

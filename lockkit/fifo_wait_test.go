@@ -3,9 +3,9 @@ package lockkit
 import (
 	"context"
 	"errors"
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/policy"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +50,7 @@ func TestFIFOStallDuringFirstAttemptIsRetried(t *testing.T) {
 // noNilWrap fails t when an error's text shows a nil wrapped with %w.
 func noNilWrap(t testing.TB, err error) {
 	t.Helper()
-	if err != nil && strings.Contains(err.Error(), "%!") {
+	if err != nil && errcheck.Faulty(err.Error()) {
 		t.Errorf("malformed error text: %q", err)
 	}
 }

@@ -259,13 +259,24 @@ func TestAcquireRacingCloseNeverReturnsDeadLease(t *testing.T) {
 	c := newClient(t, r)
 	l := lockOn(testDomain(t, c, Policy{TTL: 5 * time.Second}), "race")
 	var once sync.Once
+	closed := make(chan error, 1)
 	testHookTracked = func(c *Client) {
-		once.Do(func() { _ = c.Close(context.Background()) })
+		// Close starts here, on its own goroutine: it waits for this
+		// acquisition to finish, so it cannot run on this one.
+		once.Do(func() {
+			go func() { closed <- c.Close(context.Background()) }()
+			for !c.isClosed() {
+				time.Sleep(time.Millisecond)
+			}
+		})
 	}
 	t.Cleanup(func() { testHookTracked = nil })
 	lease, err := l.TryAcquire(t.Context())
 	if lease != nil || !errors.Is(err, ErrClosed) {
 		t.Fatalf("TryAcquire racing Close = %v, %v; want no lease and ErrClosed", lease, err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("Close = %v", err)
 	}
 	if n := r.Client(t).Exists(t.Context(), l.Key()).Val(); n != 0 {
 		t.Fatal("the key is held after the acquisition was refused")

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/telnames"
 
@@ -286,7 +287,7 @@ func (l *Lease) Err() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lostErr
+	return errcheck.Returned(l.lostErr)
 }
 
 // Valid reports whether the lease is held and within its local deadline:
@@ -323,7 +324,7 @@ func (l *Lease) Extend(ctx context.Context) error {
 	if st != held {
 		return fmt.Errorf("lockkit: extend %s: %w", l.lock.key, ErrNotHeld)
 	}
-	return l.extend(ctx)
+	return errcheck.Returned(l.extend(ctx))
 }
 
 func (l *Lease) extend(parent context.Context) error {
@@ -498,7 +499,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	cctx, scope := l.lock.d.c.withCommandTimeout(parent, l.lock.d.c.cmdTimeout)
 	defer scope.end()
-	return l.release(ctx, cctx, errReleased)
+	return errcheck.Returned(l.release(ctx, cctx, errReleased))
 }
 
 // release sends the delete under cctx; why is the lease ctx's cause.
@@ -562,11 +563,11 @@ func (l *Lease) release(ctx, cctx context.Context, why error) error {
 }
 
 // releaseUntracked gives back a lease that never started (client closed
-// while it was being acquired).
+// while it was being acquired): a counted acquisition's (dropToken).
 func (l *Lease) releaseUntracked() {
 	l.state = released
 	l.end(errReleased)
-	_, _ = l.lock.releaseToken(context.Background(), l.be, l.token)
+	l.lock.dropToken(context.Background(), l.be, l.token)
 }
 
 // run is the body of Do and TryDo: fn under the lease, then release. It
@@ -582,6 +583,7 @@ func (l *Lease) run(fctx context.Context, fn func(context.Context, *Lease) error
 		if lostErr := l.finishRun(fctx); lostErr != nil {
 			err = errors.Join(lostErr, err)
 		}
+		err = errcheck.Returned(err)
 	}()
 	return fn(fctx, l)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/telnames"
 
@@ -93,7 +94,8 @@ func (l Lock) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.C
 	if err := l.usable(ctx); err != nil {
 		return nil, ctx, err
 	}
-	return l.acquireOn(ctx, l.d.c.be, retry, forDo)
+	lease, fctx, err := l.acquireOn(ctx, l.d.c.be, retry, forDo)
+	return lease, fctx, errcheck.Returned(err)
 }
 
 // usable reports why l cannot be acquired under ctx, or nil: no client, a
@@ -146,6 +148,14 @@ func (l Lock) acquireHeld(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	d := l.d
 	c := d.c
 	p := &d.policy
+	// Counted until it returns (a lease tracked, or what it may hold given
+	// back): Close waits for it.
+	if !c.beginAcquire(l.key) {
+		hold.EndAcquire(obs.AcquireResult{Outcome: telnames.OutcomeClosed, Err: ErrClosed})
+		hold.End(telnames.OutcomeClosed, ErrClosed)
+		return nil, ctx, ErrClosed
+	}
+	defer c.endAcquire(l.key)
 	if p.fifo() {
 		// The client's backend keeps queues (Domain refuses FIFO domains
 		// otherwise); another backend (a transaction's) polls.
@@ -268,7 +278,7 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 	if time.Until(validUntil) <= 0 {
 		// The reply came too late to trust: the key may already have
 		// expired. Give it back and count it as a backend failure.
-		_, _ = l.releaseToken(ctx, be, g.token)
+		l.dropToken(ctx, be, g.token)
 		if !g.validUntil.IsZero() {
 			return nil, ctx, fmt.Errorf("%w: the grant came too late to trust (TTL %v less drift)", ErrUnavailable, p.TTL)
 		}
@@ -363,7 +373,7 @@ func (l Lock) attempt(ctx context.Context, be driver.Backend, token, who string,
 		// The script may have run even though the reply was lost: give
 		// back the token we may now hold, or it blocks others until its
 		// TTL. In the background, so a hung server does not double the wait.
-		d.c.background(func() { l.giveBack(ctx, be, token) })
+		l.giveBackLater(ctx, be, token)
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 }
@@ -405,6 +415,29 @@ func (l Lock) releaseToken(ctx context.Context, be driver.Backend, token string)
 	return be.Release(rctx, l.key, token)
 }
 
+// dropToken gives back token, granted l by an acquisition that will not
+// make it a lease (the client closed, or the grant came too late to trust).
+// When the release goes unanswered, giveBack goes on in the background.
+// The caller is a counted acquisition (Client.beginAcquire).
+func (l Lock) dropToken(ctx context.Context, be driver.Backend, token string) {
+	if _, err := l.releaseToken(ctx, be, token); err != nil {
+		l.giveBackLater(ctx, be, token)
+	}
+}
+
+// giveBackLater runs giveBack on its own goroutine, counted as an
+// acquisition of l's key, so Close waits for it (or names the key). The
+// caller is a counted acquisition (Client.beginAcquire): the count never
+// drops to 0 in between, so a Close under way is still waiting.
+func (l Lock) giveBackLater(ctx context.Context, be driver.Backend, token string) {
+	c := l.d.c
+	c.joinAcquire(l.key)
+	go func() {
+		defer c.endAcquire(l.key)
+		l.giveBack(ctx, be, token)
+	}()
+}
+
 // giveBack releases the token of an acquire whose outcome is unknown (its
 // reply was lost or came after the command timeout). One release is not
 // enough: a server that stalled (SIGSTOP, a long fork) answers neither the
@@ -413,7 +446,8 @@ func (l Lock) releaseToken(ctx context.Context, be driver.Backend, token string)
 // removes the key, or twice answers that the token holds nothing (the
 // second at least a command timeout after the first, so that an acquire
 // still on its way is caught), or the TTL has passed (the key is gone by
-// then anyway), or the client closed.
+// then anyway). A Close waits for it, and stops it only when Close itself
+// returns (its ctx ended first: it names the key).
 func (l Lock) giveBack(ctx context.Context, be driver.Backend, token string) {
 	c := l.d.c
 	until := time.Now().Add(l.d.policy.TTL)
@@ -429,10 +463,16 @@ func (l Lock) giveBack(ctx context.Context, be driver.Backend, token string) {
 			}
 			wait = max(wait, c.cmdTimeout)
 		}
-		if c.isClosed() || time.Now().Add(wait).After(until) {
+		if time.Now().Add(wait).After(until) {
 			return
 		}
-		time.Sleep(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-c.closeDone:
+			t.Stop()
+			return
+		}
 		wait = min(2*wait, time.Second)
 	}
 }

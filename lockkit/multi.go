@@ -12,6 +12,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/circuit"
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/obs"
 	"github.com/lockkit/lockkit/internal/telnames"
 )
@@ -106,13 +107,13 @@ func (s *LeaseSet) Err() error {
 // another owner). Close treats a running DoAll like a running Do: fn's ctx
 // is cancelled with ErrClosed and the locks are released once fn returns.
 func DoAll(ctx context.Context, fn func(ctx context.Context, set *LeaseSet) error, locks ...Locker) error {
-	return doAll(ctx, true, fn, locks)
+	return errcheck.Returned(doAll(ctx, true, fn, locks))
 }
 
 // TryDoAll is DoAll with a single attempt at the set: when any lock is held,
 // it gives back what it took and returns ErrNotAcquired.
 func TryDoAll(ctx context.Context, fn func(ctx context.Context, set *LeaseSet) error, locks ...Locker) error {
-	return doAll(ctx, false, fn, locks)
+	return errcheck.Returned(doAll(ctx, false, fn, locks))
 }
 
 func doAll(ctx context.Context, retry bool, fn func(context.Context, *LeaseSet) error, given []Locker) error {
@@ -330,9 +331,21 @@ func batcherFor(set []Lock) driver.Batcher {
 // failure, if any, for the caller to give back.
 func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHolds) ([]*Lease, []context.Context, error) {
 	c := set[0].d.c
-	if c.isClosed() {
-		return nil, nil, ErrClosed
+	// Every key counted until the step is done, its grants tracked or
+	// given back: Close waits for it (see Lock.acquireHeld).
+	for i, l := range set {
+		if !c.beginAcquire(l.key) {
+			for _, m := range set[:i] {
+				c.endAcquire(m.key)
+			}
+			return nil, nil, ErrClosed
+		}
 	}
+	defer func() {
+		for _, l := range set {
+			c.endAcquire(l.key)
+		}
+	}()
 	n := len(set)
 	reqs := make([]*driver.Request, n)
 	for i, l := range set {
@@ -359,7 +372,7 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHol
 		// back every token we may now hold, in the background and each on
 		// its own (as attempt does).
 		for i, l := range set {
-			c.background(func() { l.giveBack(ctx, c.be, reqs[i].Token) })
+			l.giveBackLater(ctx, c.be, reqs[i].Token)
 		}
 		return nil, nil, fmt.Errorf("lockkit: acquire %s and %d more in one step: %w: %w", set[0].key, n-1, ErrUnavailable, err)
 	}
@@ -372,7 +385,7 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHol
 			// lock's key; give back the rest, and the caller the leases
 			// already made.
 			for j := i + 1; j < n; j++ {
-				_, _ = set[j].releaseToken(ctx, c.be, reqs[j].Token)
+				set[j].dropToken(ctx, c.be, reqs[j].Token)
 			}
 			return leases, fctxs, err
 		}

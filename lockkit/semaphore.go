@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/errcheck"
 	"github.com/lockkit/lockkit/internal/policy"
 )
 
@@ -93,13 +94,19 @@ func (s Semaphore) TryAcquire(ctx context.Context) (*Lease, error) {
 }
 
 // acquire takes a permit: a lease on a free slot.
-func (s Semaphore) acquire(ctx context.Context, retry, forDo bool) (*Lease, context.Context, error) {
+func (s Semaphore) acquire(ctx context.Context, retry, forDo bool) (lease *Lease, fctx context.Context, err error) {
+	defer func() { err = errcheck.Returned(err) }()
 	l := s.gate
 	if err := l.usable(ctx); err != nil {
 		return nil, ctx, err
 	}
 	d := l.d
 	c, p := d.c, &d.policy
+	// Counted, as Lock.acquireHeld counts its own: Close waits for it.
+	if !c.beginAcquire(l.key) {
+		return nil, ctx, ErrClosed
+	}
+	defer c.endAcquire(l.key)
 	be := c.be
 	start := time.Now()
 	r := &p.Retry

@@ -85,7 +85,7 @@ func (l Lock) acquireServerQueue(ctx, hctx, actx context.Context, hold *obs.Hold
 			if !errors.Is(err, breaker.ErrOpen) {
 				// The request may have been granted although its reply was
 				// lost: give the token back, in the background.
-				c.background(func() { l.giveBack(ctx, be, token) })
+				l.giveBackLater(ctx, be, token)
 			}
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
