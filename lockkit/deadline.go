@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// Every Redis command of a lock operation runs under a ctx made by
-// context.WithTimeout, a real timer, not a ctx that only reports a deadline
-// (this file's former commandCtx, which saved about 8µs of an 85µs
-// acquire+release on loopback). go-redis turns a ctx deadline into the
+// Every backend command of a lock operation runs under a ctx whose Done
+// channel is closed at the deadline by a real timer, not a ctx that only
+// reports a deadline (which saved about 8µs of an 85µs acquire+release on
+// loopback, and is not enough). go-redis, for one, turns a ctx deadline into the
 // connection's read and write deadlines, but it opens a connection in a
 // goroutine of its own, retrying the dial DialerRetries times (5) with
 // DialerRetryTimeout (100ms) between attempts, and the caller leaves that

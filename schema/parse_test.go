@@ -195,7 +195,7 @@ func TestParseErrors(t *testing.T) {
 		{"ttl not a duration", "version: 1\npackage: p\ndomains:\n  - pattern: a\n    ttl: 10\n  - pattern: b\n    ttl: [1s]\n  - pattern: c\n    ttl: 1.5ms\n", []string{
 			`f.yaml:5:10: domain "a": ttl is not a Go duration (got "10"); write a number with a unit, such as "250ms", "10s" or "1m30s"`,
 			`f.yaml:7:10: domain "b": ttl must be a Go duration such as "10s", not a list`,
-			`f.yaml:9:10: domain "c": ttl must be a whole number of milliseconds, as Redis counts them (got 1.5ms; such as 10ms)`}},
+			`f.yaml:9:10: domain "c": ttl must be a whole number of milliseconds (got 1.5ms; such as 10ms)`}},
 		{"retry", "version: 1\npackage: p\ndefaults: {ttl: 1s}\ndomains:\n  - pattern: a\n    retry: {initial: 2s}\n  - pattern: b\n    retry: {attempts: 2, initial: 2s}\n  - pattern: c\n    retry: 3\n  - pattern: d\n    retry: {attempts: x, multiplier: .inf}\n", []string{
 			`f.yaml:6:12: domain "a": retry has neither attempts nor max_wait; add the total number of tries, e.g. {attempts: 5}, or how long to wait, e.g. {max_wait: 5s}, or write retry: none for a single attempt`,
 			`f.yaml:8:12: domain "b": retry initial (2s) is longer than max (1s), the cap on each backoff; make max at least 2s`,

@@ -54,7 +54,7 @@ func CheckTTL(ttl time.Duration) error {
 	case ttl <= 0:
 		return fmt.Errorf("ttl must be > 0 (got %v)", ttl)
 	case ttl%time.Millisecond != 0:
-		return fmt.Errorf("ttl must be a whole number of milliseconds, as Redis counts them (got %v; such as %v)", ttl, max(ttl.Round(time.Millisecond), MinTTL))
+		return fmt.Errorf("ttl must be a whole number of milliseconds (got %v; such as %v)", ttl, max(ttl.Round(time.Millisecond), MinTTL))
 	case ttl < MinTTL:
 		return fmt.Errorf("ttl must be at least %v (got %v): the drift allowance of 1%% + 2ms would leave too little of the lease", MinTTL, ttl)
 	}
@@ -478,7 +478,7 @@ func FIFODeadWaiterBound(ttl time.Duration) time.Duration {
 
 // CheckMaxHold reports a max hold that cannot cap a lease of ttl: it must be
 // above the TTL (a lease is granted for a whole TTL), and counted in whole
-// milliseconds as Redis counts expiries. 0 means no cap.
+// milliseconds, the unit of every backend's expiries. 0 means no cap.
 func CheckMaxHold(ttl, maxHold time.Duration) error {
 	switch {
 	case maxHold == 0:
@@ -486,7 +486,7 @@ func CheckMaxHold(ttl, maxHold time.Duration) error {
 	case maxHold < 0:
 		return fmt.Errorf("max_hold must be > 0, or left out for no cap (got %v)", maxHold)
 	case maxHold%time.Millisecond != 0:
-		return fmt.Errorf("max_hold must be a whole number of milliseconds, as Redis counts them (got %v)", maxHold)
+		return fmt.Errorf("max_hold must be a whole number of milliseconds (got %v)", maxHold)
 	case ttl > 0 && maxHold <= ttl:
 		return fmt.Errorf("max_hold %v must be above the ttl %v: a lease is granted for a whole ttl, so a cap not above it would end every lease at its first grant", maxHold, ttl)
 	}
