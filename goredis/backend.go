@@ -353,8 +353,22 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 }
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	n, err := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, b.extendKeys(key), token, ttl.Milliseconds()).Int64()
+	keys := b.extendKeys(key)
+	cmd := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, keys, token, ttl.Milliseconds())
+	if len(keys) > 1 && isTryAgain(cmd.Err()) {
+		cmd = rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, keys[:1], token, ttl.Milliseconds())
+	}
+	n, err := cmd.Int64()
 	return n == 1, redisclass.Mark(err)
+}
+
+// isTryAgain reports a Cluster's TRYAGAIN: a command on two keys of a slot
+// being migrated, one of them not on this node (the fence counter of a lock
+// without fencing never exists). The server ran nothing, so the extend is
+// sent again on the lock key alone (no replay: guarantee 7); keeping the
+// counter alive is then left to the next extend.
+func isTryAgain(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "TRYAGAIN")
 }
 
 // extendKeys are the extend script's keys: the lock and its fence counter,
@@ -376,7 +390,11 @@ func (b *redisBackend) extendKeys(key string) []string {
 // primary keeps the longer expiry (it delays the next holder, and grants
 // nothing) and the caller's deadline stays where it was.
 func (b *redisBackend) ExtendReplicas(ctx context.Context, key, token string, ttl time.Duration, replicas int, timeout time.Duration) (bool, error) {
-	ext, wait, err := b.evalWithWait(ctx, rediswire.ExtendScript, rediswire.ExtendSrc, b.extendKeys(key), []any{token, ttl.Milliseconds()}, replicas, timeout)
+	keys := b.extendKeys(key)
+	ext, wait, err := b.evalWithWait(ctx, rediswire.ExtendScript, rediswire.ExtendSrc, keys, []any{token, ttl.Milliseconds()}, replicas, timeout)
+	if err == nil && len(keys) > 1 && isTryAgain(ext.Err()) {
+		ext, wait, err = b.evalWithWait(ctx, rediswire.ExtendScript, rediswire.ExtendSrc, keys[:1], []any{token, ttl.Milliseconds()}, replicas, timeout)
+	}
 	if err != nil {
 		return false, redisclass.Mark(err)
 	}
