@@ -173,11 +173,20 @@ func (s *suite) semaphoreKilledHolder(t *testing.T) {
 		at := time.Now()
 		lease, err := sem.TryAcquire(ctxFor(t, patience))
 		if err == nil {
+			if lease.Key() != dead {
+				// The live permit's slot: free only if the live lease
+				// was lost first (on a loaded machine it can miss its
+				// renewals at the harness's short TTL), and then this is
+				// no N+1. Two valid leases on one slot otherwise.
+				lerr := live.Err()
+				_ = lease.Release(ctxFor(t, patience)) //lockkit-vet:ignore test clean-up: the lease may already be lost, which is not what this test checks
+				if lerr == nil {
+					t.Fatalf("%s: got permit %q while the live lease still holds it", s.h.Name, lease.Key())
+				}
+				t.Skipf("%s: the live permit was lost (%v) before the dead holder's TTL ran out: the history this test needs did not happen", s.h.Name, lerr)
+			}
 			if at.Before(notBefore) {
 				t.Fatalf("%s: a dead holder's permit came back %v after its acquire with TTL %v, before its deadline: N+1 permits", s.h.Name, at.Sub(sent), ttl)
-			}
-			if lease.Key() != dead {
-				t.Errorf("%s: got permit %q; the dead holder's is %q", s.h.Name, lease.Key(), dead)
 			}
 			t.Logf("%s: a dead holder's permit came back %v after its acquire (TTL %v)", s.h.Name, at.Sub(sent).Round(time.Millisecond), ttl)
 			_ = lease.Release(ctxFor(t, patience)) //lockkit-vet:ignore test clean-up: the lease may already be lost, which is not what this test checks
