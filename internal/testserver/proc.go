@@ -253,22 +253,16 @@ func waitReadyWithin(name, logPath string, p *process, limit time.Duration, chec
 	}
 }
 
-// freePort returns a port that was free on 127.0.0.1 a moment ago. Without bus, the
-// kernel picks it. With bus set, port and port+10000 (a cluster node's bus port) were
-// both free, and both lie below the kernel's ephemeral range: a port from that range can
-// be taken by any outgoing connection between this check and the server's bind, and a
-// cluster node's bus port has no retry of its own.
+// freePort returns a port that was free on 127.0.0.1 a moment ago, drawn from below
+// the kernel's ephemeral range: a port from that range can be taken by any outgoing
+// connection while its server is down, so a server restarted on its port (a killed
+// ZooKeeper member, a restarted Redis) would fail with "Address already in use" (seen:
+// a zk member in the fault harness, with other packages' clients dialling meanwhile).
+// With bus set, port+10000 (a cluster node's bus port) was free too, and also lies
+// below that range: a cluster node's bus port has no retry of its own.
 func freePort(bus bool) (int, error) {
-	if !bus {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("no free loopback port found: %v", err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port, nil
-	}
 	lo, hi := busPortRange()
-	return freePortFrom(func() int { return lo + rand.IntN(hi-lo) }, 200)
+	return freePortFrom(func() int { return lo + rand.IntN(hi-lo) }, 200, bus)
 }
 
 // busPortRange is where cluster nodes' client ports are drawn from: [lo, hi), so that
@@ -286,9 +280,9 @@ func busPortRange() (lo, hi int) {
 	return max(1024, hi-8000), hi
 }
 
-// freePortFrom tries up to n candidates and returns the first whose port and port+10000
-// can both be bound on 127.0.0.1.
-func freePortFrom(candidate func() int, n int) (int, error) {
+// freePortFrom tries up to n candidates and returns the first whose port (and, with
+// bus, port+10000) can be bound on 127.0.0.1.
+func freePortFrom(candidate func() int, n int, bus bool) (int, error) {
 	var lastErr error
 	for range n {
 		port := candidate()
@@ -296,6 +290,10 @@ func freePortFrom(candidate func() int, n int) (int, error) {
 		if err != nil {
 			lastErr = err
 			continue
+		}
+		if !bus {
+			l.Close()
+			return port, nil
 		}
 		l2, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
 		l.Close()
@@ -306,7 +304,7 @@ func freePortFrom(candidate func() int, n int) (int, error) {
 		l2.Close()
 		return port, nil
 	}
-	return 0, fmt.Errorf("no free loopback port pair (port, port+10000) found: %v", lastErr)
+	return 0, fmt.Errorf("no free loopback port found below the ephemeral range (with its bus port: %v): %v", bus, lastErr)
 }
 
 // respDo sends one command over a fresh connection using RESP2 and returns the reply:

@@ -245,7 +245,7 @@ func TestFreePortBus(t *testing.T) {
 		second = first - 1
 	}
 	cands := []int{first, second}
-	got, err := freePortFrom(func() int { c := cands[0]; cands = cands[1:]; return c }, 2)
+	got, err := freePortFrom(func() int { c := cands[0]; cands = cands[1:]; return c }, 2, true)
 	if err == nil && got == first {
 		t.Fatalf("freePortFrom returned %d although its bus port %d is held", got, first+10000)
 	}
