@@ -60,6 +60,34 @@ func TestConformanceSentinel(t *testing.T) {
 		},
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },
+		// Every write acknowledged by the replica, then a failover to it.
+		Replicas: 1,
+		Failover: func(t *testing.T, _ string) { s.Failover(t) },
+	})
+}
+
+// A Cluster whose masters have a replica each, every domain at replicas:
+// 1; the failover moves the key's slot to another master, then promotes
+// that master's replica.
+func TestConformanceClusterReplicas(t *testing.T) {
+	cl := testserver.StartCluster(t, 3)
+	cl.AddReplicas(t)
+	admin := cl.Client(t)
+	drivertest.Run(t, drivertest.Harness{
+		Name: "cluster-replicas",
+		Open: func(t *testing.T) driver.Spec {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = rdb.Close() })
+			return goredis.New(rdb)
+		},
+		TTL:      redisTTL,
+		Steal:    func(t *testing.T, key string) { del(t, admin, key) },
+		Replicas: 1,
+		Failover: func(t *testing.T, key string) {
+			moved := cl.MoveSlot(t, key)
+			promoted := cl.FailoverKey(t, key)
+			t.Logf("slot of %s moved to %s, then its replica %s promoted", key, moved, promoted)
+		},
 	})
 }
 
@@ -125,5 +153,7 @@ func TestConformanceRedlock(t *testing.T) {
 				n.Restart(t)
 			}
 		},
+		// One node restarted empty (no persistence) under the holder.
+		Failover: func(t *testing.T, _ string) { nodes[1].Restart(t) },
 	})
 }

@@ -43,6 +43,11 @@
 //     its deadline, with a higher term; Observe delivers both terms. A
 //     backend without driver.HolderReader must refuse election domains,
 //     naming them.
+//   - Failover (last): the key's primary changes under a holder (a
+//     Sentinel or Cluster failover, a slot migration, a Redlock node
+//     restarted empty): nobody else is granted the key while the holder's
+//     lease is valid, and fences keep rising. With Harness.Replicas every
+//     domain of the suite waits for that many replicas.
 //
 // A backend's test gives Run a Harness. Hooks it cannot provide stay nil,
 // and the subtests that need them are skipped, saying why. With a short

@@ -46,6 +46,14 @@ type Harness struct {
 	// its TTL and nobody else gets it, where for the others it checks that
 	// the holder learns of the loss.
 	Durable bool
+	// Replicas is the Policy.Replicas of every domain the suite makes: a
+	// replicated deployment (Sentinel, Cluster with replicas) runs the
+	// whole suite with writes acknowledged by that many replicas.
+	Replicas int
+	// Failover moves the key's primary while a lease holds it: a Sentinel
+	// or Cluster failover, a slot migration, a Redlock node restarted
+	// empty. It runs last, as it may change the topology; nil skips it.
+	Failover func(t *testing.T, key string)
 }
 
 // Run drives the real lockkit Client, and the raw backend, over h's
@@ -80,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("SemaphoreKilledHolder", s.semaphoreKilledHolder)
 	t.Run("ElectionOneLeader", s.electionOneLeader)
 	t.Run("ElectionHandover", s.electionHandover)
+	t.Run("Failover", s.failover)
 }
 
 type suite struct {
@@ -158,6 +167,9 @@ func (s *suite) client(t *testing.T, opts ...lockkit.Option) *lockkit.Client {
 // domain binds a domain whose keys are this subtest's alone.
 func (s *suite) domain(t *testing.T, c *lockkit.Client, p lockkit.Policy) *lockkit.Domain {
 	t.Helper()
+	if p.Replicas == 0 {
+		p.Replicas = s.h.Replicas
+	}
 	d := c.Domain(lockkit.DomainSpec{Name: "drivertest", Prefix: s.prefix(t), Policy: p})
 	if err := d.Err(); err != nil {
 		t.Fatalf("%s: domain with policy %+v: %v", s.h.Name, p, err)
@@ -548,6 +560,62 @@ func (s *suite) restart(t *testing.T) {
 		t.Fatalf("%s: fence after the restart %d, not above the %d before it", s.h.Name, f2, f1)
 	}
 	t.Logf("%s: fences across the restart: %d -> %d", s.h.Name, f1, f2)
+}
+
+// failover (Failover): the key's primary changes under a holder. Another
+// client's single attempts afterwards are never granted while the holder's
+// lease is valid (Err nil at the grant: two holders), and once the holder's
+// client closes, the next holder's fence is above the holder's.
+func (s *suite) failover(t *testing.T) {
+	if s.h.Failover == nil {
+		t.Skipf("%s: the harness has no failover", s.h.Name)
+	}
+	c1, c2 := s.client(t), s.client(t)
+	// No renewal: the holder's lease stays valid for its whole TTL unless
+	// the store loses it, so a grant to another client in that time is two
+	// holders (a renewing holder could learn of a loss first and hide it).
+	p := lockkit.Policy{TTL: longTTL, Renew: -1, Fencing: s.caps.Fences, Retry: retry}
+	h := s.holdInDo(t, lockOf(s.domain(t, c1, p), "x"), nil)
+	f1 := h.lease.Fence()
+	s.h.Failover(t, h.lease.Key())
+	l2 := lockOf(s.domain(t, c2, p), "x")
+	var attempts, refused int
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); attempts++ {
+		err := l2.TryDo(ctxFor(t, patience), func(context.Context, *lockkit.Lease) error {
+			if h.lease.Err() == nil {
+				t.Errorf("%s: another client was granted the key after the failover while the holder's lease (fence %d) is valid: two holders", s.h.Name, f1)
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, lockkit.ErrNotAcquired):
+			refused++
+		case err != nil && !errors.Is(err, lockkit.ErrUnavailable):
+			t.Fatalf("%s: TryDo by another client after the failover: %v; want ErrNotAcquired, ErrUnavailable or a grant once the holder lost its lease", s.h.Name, err)
+		}
+		if t.Failed() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lost := h.lease.Err()
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := c1.Close(ctx); err != nil {
+		t.Fatalf("%s: closing the holder's client after the failover: %v", s.h.Name, err)
+	}
+	<-h.done
+	var f2 int64
+	if err := l2.Do(ctxFor(t, 2*patience), func(_ context.Context, lease *lockkit.Lease) error {
+		f2 = lease.Fence()
+		return nil
+	}); err != nil {
+		t.Fatalf("%s: a new holder after the failover: %v", s.h.Name, err)
+	}
+	if s.caps.Fences && f2 <= f1 {
+		t.Fatalf("%s: fence after the failover %d, not above the holder's %d", s.h.Name, f2, f1)
+	}
+	t.Logf("%s: after the failover: %d of %d attempts refused, holder's lease %v; fences %d -> %d", s.h.Name, refused, attempts, lost, f1, f2)
 }
 
 // keptAcrossRestart: on a durable store the holder keeps its lock through the

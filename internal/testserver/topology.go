@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -406,4 +407,190 @@ func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *red
 	cc := redis.NewClusterClient(o)
 	t.Cleanup(func() { _ = cc.Close() })
 	return cc
+}
+
+// clusterNode is one line of CLUSTER NODES: a node's id, address, role and
+// the slots it serves (a master's).
+type clusterNode struct {
+	id, addr, masterID string
+	master             bool
+	slots              [][2]int
+}
+
+func (n clusterNode) serves(slot int) bool {
+	for _, r := range n.slots {
+		if slot >= r[0] && slot <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// clusterNodes reads CLUSTER NODES on addr (migrating and importing markers
+// are skipped: they serve no slot yet).
+func clusterNodes(addr string) ([]clusterNode, error) {
+	out, err := respString(addr, time.Second, "CLUSTER", "NODES")
+	if err != nil {
+		return nil, err
+	}
+	var nodes []clusterNode
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return nil, fmt.Errorf("CLUSTER NODES on %s: short line %q", addr, line)
+		}
+		n := clusterNode{id: f[0], addr: strings.Split(f[1], "@")[0], masterID: f[3], master: slices.Contains(strings.Split(f[2], ","), "master")}
+		for _, s := range f[8:] {
+			if strings.HasPrefix(s, "[") {
+				continue
+			}
+			lo, hi, _ := strings.Cut(s, "-")
+			a, err := strconv.Atoi(lo)
+			if err != nil {
+				return nil, fmt.Errorf("CLUSTER NODES on %s: slot %q", addr, s)
+			}
+			b := a
+			if hi != "" {
+				if b, err = strconv.Atoi(hi); err != nil {
+					return nil, fmt.Errorf("CLUSTER NODES on %s: slot %q", addr, s)
+				}
+			}
+			n.slots = append(n.slots, [2]int{a, b})
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+// all are the masters and the replicas.
+func (c *Cluster) all() []*Redis { return append(append([]*Redis{}, c.nodes...), c.replicas...) }
+
+// slotOwner is the slot's owner in addr's view of the cluster, and every
+// node of that view.
+func slotOwner(addr string, slot int) (clusterNode, []clusterNode, error) {
+	nodes, err := clusterNodes(addr)
+	if err != nil {
+		return clusterNode{}, nil, err
+	}
+	for _, n := range nodes {
+		if n.master && n.serves(slot) {
+			return n, nodes, nil
+		}
+	}
+	return clusterNode{}, nodes, fmt.Errorf("no master serves slot %d in %s's view", slot, addr)
+}
+
+// waitOwner waits until every node of the cluster names the node with id
+// as slot's owner, and the cluster is ok.
+func (c *Cluster) waitOwner(t testing.TB, slot int, id string) {
+	t.Helper()
+	for _, n := range c.all() {
+		waitFor(t, readyTimeout, fmt.Sprintf("slot %d served by %s in %s's view", slot, id, n.Addr()), n.logPath, func() error {
+			o, _, err := slotOwner(n.Addr(), slot)
+			if err != nil {
+				return err
+			}
+			if o.id != id {
+				return fmt.Errorf("slot %d served by %s (%s)", slot, o.id, o.addr)
+			}
+			return nil
+		})
+	}
+	c.WaitOK(t)
+}
+
+func (c *Cluster) keySlot(t testing.TB, key string) int {
+	t.Helper()
+	v, err := respDo(c.nodes[0].Addr(), time.Second, "CLUSTER", "KEYSLOT", key)
+	s, ok := v.(int64)
+	if err != nil || !ok {
+		t.Fatalf("testserver: CLUSTER KEYSLOT %q: %#v, %v", key, v, err)
+	}
+	return int(s)
+}
+
+func mustOK(t testing.TB, addr string, args ...string) {
+	t.Helper()
+	v, err := respDo(addr, 5*time.Second, args...)
+	if err != nil || v != "OK" {
+		t.Fatalf("testserver: %s on %s: %#v, %v", strings.Join(args, " "), addr, v, err)
+	}
+}
+
+// MoveSlot migrates key's slot, with every key in it, from its master to
+// another master (SETSLOT IMPORTING and MIGRATING, MIGRATE, then SETSLOT
+// NODE on every master), as redis-cli --cluster reshard does, and waits
+// until every node sees the new owner. It returns the new owner's address.
+func (c *Cluster) MoveSlot(t testing.TB, key string) string {
+	t.Helper()
+	slot := c.keySlot(t, key)
+	src, nodes, err := slotOwner(c.nodes[0].Addr(), slot)
+	if err != nil {
+		t.Fatalf("testserver: MoveSlot: %v", err)
+	}
+	var dst clusterNode
+	for _, n := range nodes {
+		if n.master && n.id != src.id && len(n.slots) > 0 {
+			dst = n
+			break
+		}
+	}
+	if dst.id == "" {
+		t.Fatalf("testserver: MoveSlot: no other master than %s", src.addr)
+	}
+	s := strconv.Itoa(slot)
+	mustOK(t, dst.addr, "CLUSTER", "SETSLOT", s, "IMPORTING", src.id)
+	mustOK(t, src.addr, "CLUSTER", "SETSLOT", s, "MIGRATING", dst.id)
+	for {
+		v, err := respDo(src.addr, 5*time.Second, "CLUSTER", "GETKEYSINSLOT", s, "100")
+		keys, ok := v.([]any)
+		if err != nil || !ok {
+			t.Fatalf("testserver: CLUSTER GETKEYSINSLOT %s on %s: %#v, %v", s, src.addr, v, err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		host, port, _ := strings.Cut(dst.addr, ":")
+		args := []string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}
+		for _, k := range keys {
+			args = append(args, k.(string))
+		}
+		mustOK(t, src.addr, args...)
+	}
+	mustOK(t, dst.addr, "CLUSTER", "SETSLOT", s, "NODE", dst.id)
+	mustOK(t, src.addr, "CLUSTER", "SETSLOT", s, "NODE", dst.id)
+	for _, n := range nodes {
+		// Masters serving slots: a replica just added may still be
+		// gossiped as an empty master.
+		if n.master && len(n.slots) > 0 && n.id != src.id && n.id != dst.id {
+			mustOK(t, n.addr, "CLUSTER", "SETSLOT", s, "NODE", dst.id)
+		}
+	}
+	c.waitOwner(t, slot, dst.id)
+	return dst.addr
+}
+
+// FailoverKey promotes the replica of key's master with CLUSTER FAILOVER
+// (the coordinated kind: the replica first catches up with its master),
+// and waits until every node sees it serve the slot. Needs AddReplicas.
+// Nodes and Replicas keep their order; the roles of the two swap.
+func (c *Cluster) FailoverKey(t testing.TB, key string) string {
+	t.Helper()
+	slot := c.keySlot(t, key)
+	m, nodes, err := slotOwner(c.nodes[0].Addr(), slot)
+	if err != nil {
+		t.Fatalf("testserver: FailoverKey: %v", err)
+	}
+	var r clusterNode
+	for _, n := range nodes {
+		if !n.master && n.masterID == m.id {
+			r = n
+		}
+	}
+	if r.id == "" {
+		t.Fatalf("testserver: FailoverKey: master %s of slot %d has no replica (AddReplicas)", m.addr, slot)
+	}
+	mustOK(t, r.addr, "CLUSTER", "FAILOVER")
+	c.waitOwner(t, slot, r.id)
+	return r.addr
 }
