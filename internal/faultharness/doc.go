@@ -23,7 +23,9 @@
 // runs the other kinds from a table (kinds_test.go), each with its worker mode
 // (worker/kinds.go): PostgreSQL session locks (pg) and DoTx (pgtx), a FIFO
 // domain on Redis (fifo, checked against the queue replayed from the AOF by
-// CheckFIFO), DoAll over keys on three Cluster masters (doall), etcd (its
+// CheckFIFO, and by CheckHeldAt: each accepted write landed while the lock
+// server held its lease; a waiter paused while handed the lock, and one
+// whose handover pushes arrive late), DoAll over keys on three Cluster masters (doall), etcd (its
 // MVCC history is the record of grants), ZooKeeper (its members'
 // transaction logs, replayed by GrantsFromZKLog), an election on Redis (the
 // term is the fence) and a semaphore on Redis (a fenced row per permit slot;

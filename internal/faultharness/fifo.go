@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lockkit/lockkit/internal/holder"
 )
@@ -150,4 +151,79 @@ func isZaddFlag(s string) bool {
 		return true
 	}
 	return false
+}
+
+// TimedWrite is an accepted write with the time the resource applied it
+// (its record's clock, Unix ms).
+type TimedWrite struct {
+	Write
+	At int64
+}
+
+// CheckHeldAt checks that every accepted write landed while the lock server
+// held its lease: a write of lease T with fence f must not land more than
+// slack after the grant that followed T's grant of f in the same AOF (the
+// lock server then held another lease, so T held none). A grant's time is
+// its SET's PXAT (Redis propagates SET PX as SET PXAT) less hold, the PX of
+// every grant of the kind (min(TTL, the waiter TTL)). A write after a
+// restart of the lock server (another epoch) is not judged here: the grants
+// of the lost record are Check's. This is what a waiter that took a stale
+// handover push as a grant breaks: its fn runs, and writes, while the lock
+// server has given the lock to the next waiter.
+func CheckHeldAt(cmds [][]string, lockKey, counterKey string, epoch int, hold, slack time.Duration, writes []TimedWrite) []string {
+	gs, err := GrantsFromAOF(cmds, lockKey, counterKey, epoch)
+	if err != nil {
+		return []string{fmt.Sprintf("epoch %d: %v", epoch, err)}
+	}
+	// PXAT of each grant's SET, by its block's position (Grant.Pos: MULTI).
+	at := map[int]int64{}
+	block := -1
+	for i, c := range cmds {
+		if len(c) == 0 {
+			continue
+		}
+		switch strings.ToUpper(c[0]) {
+		case "MULTI":
+			block = i
+		case "EXEC":
+			block = -1
+		case "SET":
+			if block < 0 || len(c) < 3 || c[1] != lockKey {
+				continue
+			}
+			for j := 3; j+1 < len(c); j++ {
+				if strings.EqualFold(c[j], "PXAT") {
+					if ms, err := strconv.ParseInt(c[j+1], 10, 64); err == nil {
+						at[block] = ms - hold.Milliseconds()
+					}
+				}
+			}
+		}
+	}
+	type key struct {
+		tok   string
+		fence int64
+	}
+	next := map[key]Grant{} // a grant -> the grant after it
+	for i := 0; i+1 < len(gs); i++ {
+		next[key{gs[i].Token, gs[i].Fence}] = gs[i+1]
+	}
+	var bad []string
+	for _, w := range writes {
+		tok := ValueToken(w.Value)
+		n, ok := next[key{tok, w.Fence}]
+		if !ok || n.Token == tok {
+			continue // T's last grant of this epoch, not of this epoch, or T granted again
+		}
+		start, ok := at[n.Pos]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("epoch %d: grant at command %d (lease %s): no SET PXAT, its time unknown to the checker", epoch, n.Pos, n.Token))
+			continue
+		}
+		if late := time.Duration(w.At-start) * time.Millisecond; late > slack {
+			bad = append(bad, fmt.Sprintf("epoch %d: accepted write %q (lease %s, fence %d) landed %v after the lock server granted the lock to lease %s (fence %d): it held no lease then",
+				epoch, w.Value, tok, w.Fence, late, n.Token, n.Fence))
+		}
+	}
+	return bad
 }

@@ -84,26 +84,30 @@ func TestFaultHarnessKinds(t *testing.T) {
 		if soak {
 			continue
 		}
-		t.Run(k.name+"-mutation-"+k.mutation, func(t *testing.T) {
-			t.Parallel()
-			if k.needs != nil {
-				k.needs(t)
-			}
-			r := runKind(t, k, bin, k.mutation, false, 0, newDB)
-			r.report(t)
-			found := 0
-			for _, v := range r.violations {
-				if strings.Contains(v, k.mutSays) {
-					found++
+		for _, m := range append([]mutRun{{k.mutation, k.mutFaults, k.mutSays}}, k.moreMutations...) {
+			k := k
+			k.mutation, k.mutFaults, k.mutSays = m.name, m.faults, m.says
+			t.Run(k.name+"-mutation-"+k.mutation, func(t *testing.T) {
+				t.Parallel()
+				if k.needs != nil {
+					k.needs(t)
 				}
-			}
-			for class, n := range violationClasses(r.violations) {
-				t.Logf("violations (expected): %d× %s", n, class)
-			}
-			if found == 0 {
-				t.Errorf("mutation %s: the checker did not say %q; it said %d other things: %q", k.mutation, k.mutSays, len(r.violations), r.violations)
-			}
-		})
+				r := runKind(t, k, bin, k.mutation, false, 0, newDB)
+				r.report(t)
+				found := 0
+				for _, v := range r.violations {
+					if strings.Contains(v, k.mutSays) {
+						found++
+					}
+				}
+				for class, n := range violationClasses(r.violations) {
+					t.Logf("violations (expected): %d× %s", n, class)
+				}
+				if found == 0 {
+					t.Errorf("mutation %s: the checker did not say %q; it said %d other things: %q", k.mutation, k.mutSays, len(r.violations), r.violations)
+				}
+			})
+		}
 	}
 }
 
@@ -143,10 +147,20 @@ type kind struct {
 	mutation  string
 	mutFaults []string
 	mutSays   string
+	// moreMutations are further mutations, each run like mutation.
+	moreMutations []mutRun
 	// rows names the resource's rows, when not r0, r1, …
 	rows func(r *krun) []string
 	// permits: a semaphore's, which CheckPermits holds its resource to.
 	permits int
+}
+
+// mutRun is one mutation of a kind: the workers' -mutate, the faults of
+// its short run, what the checker must say.
+type mutRun struct {
+	name   string
+	faults []string
+	says   string
 }
 
 var kinds = []kind{
@@ -166,10 +180,13 @@ var kinds = []kind{
 		mutSays: "late write",
 	},
 	{
-		name: "fifo", mode: "fifo", nkeys: 1, start: startFIFO, collect: collectFIFO,
-		faults:   []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter", "restart-queued"},
+		name: "fifo", mode: "fifo", nkeys: 1, start: startFIFOKind, collect: collectFIFO,
+		faults:   []string{"pause-holder", "stop-holder", "kill-holder", "stop-waiter", "kill-waiter", "pause-head-waiter", "restart-queued"},
 		mutation: "nofifo", mutFaults: nil,
 		mutSays: "was at the head of the queue",
+		// linger writes after its release, as a waiter that took a stale
+		// push for a grant would: CheckHeldAt must see it.
+		moreMutations: []mutRun{{"linger", nil, "it held no lease then"}},
 	},
 	{
 		name: "doall", mode: "doall", nkeys: 3, needs: testserver.RequireRedisCLI, start: startDoAll, collect: collectDoAll,
@@ -242,6 +259,13 @@ type krun struct {
 	keys    []string                // lock keys
 	keyNode []int                   // doall: the Cluster node of each key
 	epochs  map[int][]string        // AOF directories moved aside, by node (0: fifo's server)
+
+	// fifo: worker 0's connections go through push, which delays its
+	// handover pushes (workerFlags: flags of one worker id, after flags);
+	// pausedHanded counts handovers to a waiter while it was stopped.
+	push         *pushDelayer
+	workerFlags  map[int][]string
+	pausedHanded int
 
 	cycles                  int
 	setup, faultTime, total time.Duration
@@ -321,7 +345,7 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 		n = 3 // enough to break the property; cheaper
 	}
 	for id := range n {
-		w := startWorker(t, r.bin, r.dir, id, 0, r.flags)
+		w := startWorker(t, r.bin, r.dir, id, 0, r.flagsOf(id))
 		r.procs = append(r.procs, w)
 		r.live = append(r.live, w)
 	}
@@ -497,6 +521,7 @@ func startFIFO(r *krun) {
 
 func collectFIFO(r *krun, in *Input) {
 	in.Regrants = true
+	writes := r.timedWrites()
 	for i, cmds := range r.lockAOFs() {
 		in.Grants = append(in.Grants, r.grantsIn(cmds, r.keys[0], i))
 		f := CheckFIFO(cmds, r.keys[0], r.keys[0]+":q", i)
@@ -504,7 +529,66 @@ func collectFIFO(r *krun, in *Input) {
 		r.fifo.FromQueue += f.FromQueue
 		r.fifo.MaxQueue = max(r.fifo.MaxQueue, f.MaxQueue)
 		r.fifo.Violations = append(r.fifo.Violations, f.Violations...)
+		hold := min(kindTTL, policy.FIFOWaiterTTL) // a grant's PX: a handover's, and an acquire's (TTL)
+		r.fifo.Violations = append(r.fifo.Violations, CheckHeldAt(cmds, r.keys[0], policy.FenceKey(r.keys[0]), i, hold, heldSlack, writes)...)
 	}
+	if r.push == nil || r.mutation != "" {
+		return
+	}
+	r.t.Logf("fifo: worker 0's handover pushes delayed %v: %d, stale on delivery (their token no longer held the lock) %d; handovers to a stopped waiter %d",
+		r.push.delay, r.push.delayed.Load(), r.push.stale.Load(), r.pausedHanded)
+	if r.push.delayed.Load() == 0 || r.push.stale.Load() == 0 {
+		r.t.Errorf("fifo: the delayed-push history did not happen: %d pushes delayed, %d stale", r.push.delayed.Load(), r.push.stale.Load())
+	}
+}
+
+// heldSlack is how late after the next grant CheckHeldAt lets an accepted
+// write land: a holder's write sent while its lease was valid may execute
+// a little after the lock server let the lease go (the lease's validity
+// ends before the server's TTL; the write takes a round trip).
+const heldSlack = 100 * time.Millisecond
+
+// startFIFOKind: startFIFO, and worker 0's connections through a proxy
+// that delays its handover pushes (pushDelayer) past the handover's PX.
+func startFIFOKind(r *krun) {
+	startFIFO(r)
+	r.push = startPushDelayer(r.t, r.lock.Addr(), r.keys[0], pushDelay)
+	r.workerFlags = map[int][]string{0: {"-lock-redis", r.push.Addr()}}
+}
+
+// pushDelay is how late worker 0's handover pushes arrive: past its
+// fallback (policy.FIFOFallback), so its next attempt finds a handover
+// first, and under a second (go-redis's Pub/Sub ping timeout).
+const pushDelay = 600 * time.Millisecond
+
+// flagsOf is a worker's flags: the run's, then its own (the last of a flag
+// given twice wins).
+func (r *krun) flagsOf(id int) []string {
+	return append(slices.Clone(r.flags), r.workerFlags[id]...)
+}
+
+// timedWrites reads the resource's record with each write's time.
+func (r *krun) timedWrites() []TimedWrite {
+	t := r.t
+	rows, err := r.db.QueryContext(t.Context(), `SELECT seq, coalesce(guest, ''), coalesce(fence, 0), (extract(epoch from at) * 1000)::bigint FROM booking_log ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ws []TimedWrite
+	for rows.Next() {
+		var w TimedWrite
+		var seq int64
+		if err := rows.Scan(&seq, &w.Value, &w.Fence, &w.At); err != nil {
+			t.Fatal(err)
+		}
+		w.Pos = int(seq)
+		ws = append(ws, w)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ws
 }
 
 // lockAOFs reads the commands of the single lock server's AOFs (fifo,
@@ -906,7 +990,7 @@ func (r *krun) restart(w *workerProc) {
 	if !w.exited() {
 		r.t.Fatalf("worker %d (pid %d) survived SIGKILL", w.id, w.pid)
 	}
-	nw := startWorker(r.t, r.bin, r.dir, w.id, w.inc+1, r.flags)
+	nw := startWorker(r.t, r.bin, r.dir, w.id, w.inc+1, r.flagsOf(w.id))
 	r.addProc(nw)
 	r.live[slices.Index(r.live, w)] = nw
 }

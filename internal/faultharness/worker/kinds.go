@@ -222,7 +222,10 @@ func (kw *kindWorker) beforeWrite(res, tok string, fenceNo int64, leaseErr func(
 
 // sectionDo: pg and fifo, lockkit.Do; the write goes through database/sql.
 func (kw *kindWorker) sectionDo() {
-	var tok string
+	var (
+		tok     string
+		fenceNo int64
+	)
 	err := kw.locks[0].Do(context.Background(), func(ctx context.Context, lease *lockkit.Lease) error {
 		tok = lease.Token()
 		kw.h.add(faultharness.Event{Ev: "grant", Tok: tok, Fence: lease.Fence(), Key: kw.locks[0].Key()})
@@ -235,10 +238,22 @@ func (kw *kindWorker) sectionDo() {
 			return err
 		}
 		kw.h.add(faultharness.Event{Ev: "fnret", Tok: tok})
+		fenceNo = lease.Fence()
 		return nil
 	})
 	kw.doneEvent(tok, err)
+	if *mutate == "linger" && err == nil {
+		// Broken on purpose: write again once the lease is released, as a
+		// waiter that took a stale handover push for a grant writes while
+		// the lock server has handed the lock on (unfenced, so that it lands).
+		time.Sleep(lingerFor)
+		_ = kw.writeRow(faultharness.ResPG, kw.rows[0], tok, fenceNo)
+	}
 }
+
+// lingerFor is how long after its release a worker mutated with linger
+// writes again: past the checker's slack (CheckHeldAt).
+const lingerFor = 300 * time.Millisecond
 
 // sectionAll: doall, lockkit.DoAll over every key; row i with lease i's fence.
 func (kw *kindWorker) sectionAll() {
@@ -383,7 +398,7 @@ func (kw *kindWorker) writeRow(res, row, tok string, fenceNo int64) error {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTO)
 	defer cancel()
 	var err error
-	if *mutate == "nofence" {
+	if *mutate == "nofence" || *mutate == "linger" {
 		_, err = kw.db.ExecContext(ctx, `UPDATE `+*table+` SET guest = $1, fence = $2 WHERE id = $3`, value, fenceNo, row)
 	} else {
 		err = kw.tbl.Update(ctx, kw.db, row, fenceNo, fence.Column{Name: "guest", Value: value})

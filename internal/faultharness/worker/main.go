@@ -55,7 +55,7 @@ var (
 	ttl         = flag.Duration("ttl", time.Second, "lock TTL")
 	cmdTO       = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
 	workMax     = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
-	mutate      = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck; nofifo (fifo), onefence (doall), nplus1 (semaphore: one permit more than -permits)")
+	mutate      = flag.String("mutate", "", "break the worker on purpose, to see the checker fail: fence-1, nofence, nocheck; nofifo and linger (fifo: write again after the release), onefence (doall), nplus1 (semaphore: one permit more than -permits)")
 	mode        = flag.String("mode", "redis", "the kind: redis (Sentinel lock, Redis and PostgreSQL resources), pg, pgtx, fifo, doall, etcd, zk, election, semaphore (kinds.go)")
 	lockRedis   = flag.String("lock-redis", "", "modes fifo, election, semaphore: address of the lock server")
 	permits     = flag.Int("permits", 2, "mode semaphore: the semaphore's permits")
