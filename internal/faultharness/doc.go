@@ -24,7 +24,8 @@
 // (worker/kinds.go): PostgreSQL session locks (pg) and DoTx (pgtx), a FIFO
 // domain on Redis (fifo, checked against the queue replayed from the AOF by
 // CheckFIFO), DoAll over keys on three Cluster masters (doall), etcd (its
-// MVCC history is the record of grants), ZooKeeper (its members'
+// MVCC history is the record of grants; CheckQuorumLoss holds it to no grant
+// while two of three members are down), ZooKeeper (its members'
 // transaction logs, replayed by GrantsFromZKLog), an election on Redis (the
 // term is the fence) and a semaphore on Redis (a fenced row per permit slot;
 // CheckPermits counts the writers at once in that record); each kind also has a run
