@@ -705,6 +705,9 @@ func collectEtcd(r *krun, in *Input) {
 // checkEtcdQuorum holds the record and the workers' grants to.
 func (r *krun) etcdQuorumLoss() Fault {
 	t := r.t
+	if len(r.etcd.Members) != 3 {
+		t.Fatalf("etcd-quorum-loss: needs a cluster of 3 members, this run has %d", len(r.etcd.Members))
+	}
 	w, ev := r.selfStopped()
 	hold := Fault{Kind: "pause-holder", Worker: w.id, Res: ev.Res, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano(), Lost: true, Note: "across etcd-quorum-loss"}
 	lead := r.etcd.Leader(t, 10*time.Second)
