@@ -25,8 +25,10 @@
 // domain on Redis (fifo, checked against the queue replayed from the AOF by
 // CheckFIFO, and by CheckHeldAt: each accepted write landed while the lock
 // server held its lease; a waiter paused while handed the lock, and one
-// whose handover pushes arrive late), DoAll over keys on three Cluster masters (doall), etcd (its
-// MVCC history is the record of grants), ZooKeeper (its members'
+// whose handover pushes arrive late), DoAll over keys on three Cluster
+// masters (doall), etcd (its MVCC history is the record of grants;
+// CheckQuorumLoss holds it to no grant while two of three members are
+// down), ZooKeeper (its members'
 // transaction logs, replayed by GrantsFromZKLog), an election on Redis (the
 // term is the fence) and a semaphore on Redis (a fenced row per permit slot;
 // CheckPermits counts the writers at once in that record); each kind also has a run

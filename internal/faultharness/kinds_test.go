@@ -153,6 +153,9 @@ type kind struct {
 	rows func(r *krun) []string
 	// permits: a semaphore's, which CheckPermits holds its resource to.
 	permits int
+	// check: the kind's own checks of its records, beside Check's (etcd:
+	// no grant while quorum was lost).
+	check func(r *krun, in *Input) []string
 }
 
 // mutRun is one mutation of a kind: the workers' -mutate, the faults of
@@ -197,10 +200,11 @@ var kinds = []kind{
 	{
 		name: "etcd", mode: "etcd", nkeys: 1, needs: func(t testing.TB) { testserver.RequireEtcd(t) },
 		start: startEtcd, collect: collectEtcd,
-		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "etcd-kill-leader", "etcd-pause-leader"},
+		faults:     []string{"pause-holder", "stop-holder", "kill-holder", "etcd-kill-leader", "etcd-pause-leader", "etcd-quorum-loss"},
 		soakFaults: []string{"stop-waiter", "kill-waiter"},
 		mutation:   "nofence", mutFaults: []string{"pause-holder"},
 		mutSays: "late write",
+		check:   checkEtcdQuorum,
 	},
 	{
 		name: "zk", mode: "zk", nkeys: 1, needs: testserver.RequireZooKeeper,
@@ -258,6 +262,7 @@ type krun struct {
 	zk      *testserver.ZooKeeper   // zk's lock servers
 	keys    []string                // lock keys
 	keyNode []int                   // doall: the Cluster node of each key
+	quorum  []QuorumLoss            // etcd: the quorum losses, as the running member saw them
 	epochs  map[int][]string        // AOF directories moved aside, by node (0: fifo's server)
 
 	// fifo: worker 0's connections go through push, which delays its
@@ -399,6 +404,9 @@ func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration tim
 	r.rep = Check(in)
 	r.violations = append(r.rep.Violations, liveness...)
 	r.violations = append(r.violations, r.fifo.Violations...)
+	if k.check != nil {
+		r.violations = append(r.violations, k.check(r, &in)...)
+	}
 	if k.permits > 0 {
 		r.permits = CheckPermits(in.Writes, k.permits)
 		r.violations = append(r.violations, r.permits.Violations...)
@@ -770,6 +778,73 @@ func collectEtcd(r *krun, in *Input) {
 	in.Grants = [][]Grant{gs}
 }
 
+// etcdQuorumLoss: with a holder stopped right after its validity check, as
+// pause-holder stops it, kill -9 both followers: the leader alone cannot
+// commit. 2.5 TTL later start them again (same data), and continue the
+// holder once a newer lease wrote. It is two faults: the holder's pause,
+// checked as pause-holder's (its late write turned away, its Do not nil),
+// and the outage, returned, from the kills until the first member is back
+// (the next grant after it is its time to grant again). The running
+// member's revision, read after the kills and before the restarts, is what
+// checkEtcdQuorum holds the record and the workers' grants to.
+func (r *krun) etcdQuorumLoss() Fault {
+	t := r.t
+	if len(r.etcd.Members) != 3 {
+		t.Fatalf("etcd-quorum-loss: needs a cluster of 3 members, this run has %d", len(r.etcd.Members))
+	}
+	w, ev := r.selfStopped()
+	hold := Fault{Kind: "pause-holder", Worker: w.id, Res: ev.Res, Token: ev.Tok, Fence: ev.Fence, Start: time.Now().UnixNano(), Lost: true, Note: "across etcd-quorum-loss"}
+	lead := r.etcd.Leader(t, 10*time.Second)
+	alive := r.etcd.Members[lead]
+	var down []*testserver.EtcdMember
+	for i, m := range r.etcd.Members {
+		if i != lead {
+			m.Kill(t)
+			down = append(down, m)
+		}
+	}
+	f := Fault{Worker: -1, Start: time.Now().UnixNano()}
+	rev := func() int64 {
+		n, err := alive.Revision(5 * time.Second)
+		if err != nil {
+			t.Fatalf("etcd-quorum-loss: the revision of %s: %v", alive.Name, err)
+		}
+		return n
+	}
+	// An acknowledgement a follower sent before its kill may still commit
+	// an entry at the leader: read the revision a little later.
+	time.Sleep(300 * time.Millisecond)
+	q := QuorumLoss{RevLost: rev()}
+	q.From = time.Now().UnixNano()
+	time.Sleep(time.Until(time.Unix(0, f.Start).Add(kindTTL * 5 / 2)))
+	q.RevBack = rev()
+	q.To = time.Now().UnixNano()
+	down[0].Start(t)
+	f.End = time.Now().UnixNano()
+	down[1].Start(t)
+	r.quorum = append(r.quorum, q)
+	f.Note = fmt.Sprintf("%s kept (revision %d), %s and %s killed; quorum back %v after the first restart began, both members back %v later",
+		alive.Name, q.RevLost, down[0].Name, down[1].Name, time.Duration(f.End-q.To).Round(time.Millisecond), time.Since(time.Unix(0, f.End)).Round(time.Millisecond))
+	r.keepStopped(w, hold.Start, func() error { return r.newerWrite(ev.Res, ev.Fence) })
+	hold.End = time.Now().UnixNano()
+	r.stops[w] = append(r.stops[w], [2]int64{hold.Start, hold.End})
+	r.faults = append(r.faults, hold)
+	return f
+}
+
+// checkEtcdQuorum holds each quorum loss to CheckQuorumLoss, against etcd's
+// history (in.Grants) and the workers' grants.
+func checkEtcdQuorum(r *krun, in *Input) []string {
+	var out []string
+	for _, q := range r.quorum {
+		qr := CheckQuorumLoss(q, in.Grants, in.Histories)
+		r.t.Logf("quorum loss: %v with 2 of 3 members down, revision %d then and %d at its end; acquisitions failed in it: %v; grants reported in it of earlier commits: %d",
+			time.Duration(q.To-q.From).Round(time.Millisecond), q.RevLost, q.RevBack, qr.Failed, qr.EarlierGrants)
+		out = append(out, qr.Violations...)
+	}
+	return out
+}
+
 // members is the size of a consensus kind's cluster: 3, or 1 for a
 // mutation's run, whose faults leave the servers alone (cheaper in CI).
 func (r *krun) members() int {
@@ -1120,6 +1195,8 @@ var faultFns = map[string]func(r *krun) Fault{
 		m.Resume(r.t)
 		return f
 	},
+	// etcd-quorum-loss: see etcdQuorumLoss.
+	"etcd-quorum-loss": (*krun).etcdQuorumLoss,
 	// zk-kill-leader: kill -9 the ZooKeeper leader while a worker is
 	// stopped inside fn, start it again (same data), resume the worker.
 	"zk-kill-leader": func(r *krun) Fault {

@@ -237,6 +237,16 @@ func (c *EtcdCluster) learnIDs(t testing.TB) {
 	}
 }
 
+// Revision is the member's own store revision (its Status, answered without a quorum):
+// the revision of the last entry it applied.
+func (m *EtcdMember) Revision(timeout time.Duration) (int64, error) {
+	st, err := etcdStatus(m.Endpoint(), timeout)
+	if err != nil {
+		return 0, err
+	}
+	return st.Header.Revision, nil
+}
+
 func etcdStatus(endpoint string, timeout time.Duration) (*clientv3.StatusResponse, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: timeout})
 	if err != nil {
