@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LostAtRelease", s.lostAtRelease)
 	t.Run("CloseDuringDo", s.closeDuringDo)
 	t.Run("CloseTimeout", s.closeTimeout)
+	t.Run("CloseEndsWaits", s.closeEndsWaits)
 	t.Run("CtxCancelled", s.ctxCancelled)
 	t.Run("BadInput", s.badInput)
 	t.Run("ServerDown", s.serverDown)
