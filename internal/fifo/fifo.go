@@ -68,7 +68,10 @@
 // for at most min(TTL, WaiterTTL) + F after the release (WaiterTTL + F
 // after its last call at worst); TestKilledWaiterDelaysByTheBound checks
 // it. Waiters that die together expire together: their stalls overlap
-// rather than add, unlike deadlines chained one after another. A dead
+// rather than add, unlike deadlines chained one after another. A member
+// no waiter leaves behind (junk written under the queue keys: no deadline,
+// one beyond its waiter TTL, or no readable :qc entry) is pruned as soon as
+// it is the head, before any grant or handover. A dead
 // holder is the lock TTL's business, as without a queue: the head's
 // Fallback is capped by the lock's remaining TTL.
 //
