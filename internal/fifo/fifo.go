@@ -68,7 +68,10 @@
 // for at most min(TTL, WaiterTTL) + F after the release (WaiterTTL + F
 // after its last call at worst); TestKilledWaiterDelaysByTheBound checks
 // it. Waiters that die together expire together: their stalls overlap
-// rather than add, unlike deadlines chained one after another. A dead
+// rather than add, unlike deadlines chained one after another. A member
+// no waiter leaves behind (junk written under the queue keys: no deadline,
+// one beyond its waiter TTL, or no readable :qc entry) is pruned as soon as
+// it is the head, before any grant or handover. A dead
 // holder is the lock TTL's business, as without a queue: the head's
 // Fallback is capped by the lock's remaining TTL.
 //
@@ -128,13 +131,38 @@ var (
 
 // pruneLua removes waiters whose server-side deadline passed (dead, or gone
 // without leaving), at most 100 a call, and returns them; both scripts that
-// look at the queue's head run it first.
-const pruneLua = `local function prune(queue, deadlines, waiters, now_ms)
+// look at the queue's head run it first. It then drops, from the head, up to
+// 100 members that no writer leaves behind: one with no deadline in :qd, no
+// :qc entry that waiter() reads, or a deadline further than its own waiter
+// TTL from now (inf, or a huge number), so junk at the head never stalls the
+// queue for good. waiter() is the one reader of a :qc entry.
+const pruneLua = `local function waiter(w)
+  if not w then
+    return nil
+  end
+  return string.match(w, '^([^|]*)|(%d+)|(%d+)|(%d)(.*)$')
+end
+local function prune(queue, deadlines, waiters, now_ms)
   local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
   if #dead > 0 then
     redis.call('ZREM', queue, unpack(dead))
     redis.call('ZREM', deadlines, unpack(dead))
     redis.call('HDEL', waiters, unpack(dead))
+  end
+  for _ = 1, 100 do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      break
+    end
+    local deadline = tonumber(redis.call('ZSCORE', deadlines, head))
+    local _, _, wttl = waiter(redis.call('HGET', waiters, head))
+    if deadline and wttl and deadline <= now_ms + tonumber(wttl) then
+      break
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('ZREM', deadlines, head)
+    redis.call('HDEL', waiters, head)
+    dead[#dead + 1] = head
   end
   return dead
 end

@@ -71,11 +71,8 @@ else
   -- A leave: the lock was released by its last holder, whose context stays.
   prev = redis.call('GET', prevkey) or ''
 end
-local w = redis.call('HGET', waiters, head)
-if not w then
-  return held
-end
-local ch, ttl, wttl, fencing, rest = string.match(w, '^([^|]*)|(%d+)|(%d+)|(%d)(.*)$')
+-- prune() left a head whose :qc entry waiter() reads.
+local ch, ttl, wttl, fencing, rest = waiter(redis.call('HGET', waiters, head))
 if not ch or ch == '' then
   return held
 end
