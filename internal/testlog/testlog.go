@@ -43,11 +43,23 @@ func KeyMode() (telemetry.KeyMode, []byte) {
 
 // rawKeyRE matches a lock key as the tests build it, a prefix and then the
 // hash tag in braces, and the same key escaped into a ZooKeeper node name
-// (the braces as %7B and %7D).
-var rawKeyRE = regexp.MustCompile(`[^\s"=]+(\{[^{}\s"]*\}|%7B[^\s"]*?%7D)`)
+// (the braces as %7B and %7D); submatch 2 or 3 is the tag.
+var rawKeyRE = regexp.MustCompile(`[^\s"=]+(\{([^{}\s"]*)\}|%7B([^\s"]*?)%7D)`)
+
+// hashRE is a key as KeyHashed shows it (telemetry.HashKey). A tag replaced
+// by it is not a raw key: lockkit writes the shown key in place of the raw
+// key and of its tag, wherever a backend's error quotes them.
+var hashRE = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
 // RawKey is the first raw lock key that line quotes, or "".
-func RawKey(line string) string { return rawKeyRE.FindString(line) }
+func RawKey(line string) string {
+	for _, m := range rawKeyRE.FindAllStringSubmatch(line, -1) {
+		if !hashRE.MatchString(m[2] + m[3]) {
+			return m[0]
+		}
+	}
+	return ""
+}
 
 // RawKeyLines reads log lines from r and returns those that quote a raw
 // key.

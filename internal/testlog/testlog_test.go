@@ -14,6 +14,8 @@ func TestRawKey(t *testing.T) {
 		`error="zookeeper: delete /lockkit/lock:%7Bpii:bob@example.com%7D/x: node does not exist"`:     "/lockkit/lock:%7Bpii:bob@example.com%7D",
 		`level=WARN msg="lockkit: lease lost" key=0123456789abcdef0123456789abcdef cause="lost: 0123"`: "",
 		`level=INFO msg="lockkit: circuit breaker state changed" node=127.0.0.1:6379 from=open`:        "",
+		`error="zookeeper: delete /lockkit/lock:%7B0123456789abcdef0123456789abcdef%7D/x: gone"`:       "",
+		`error="release a: x:{0123456789abcdef0123456789abcdef} b:{k:1}"`:                              "b:{k:1}",
 	} {
 		got := RawKey(line)
 		if got != want {
