@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/etcd"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -40,6 +40,13 @@ func newCliOn(t testing.TB, endpoints ...string) *clientv3.Client {
 	return cli
 }
 
+// testOptions are the options of every test client: its log lines go to the
+// test log, under the run's key mode and scanned for a raw key in a hashed
+// run (internal/testlog).
+func testOptions(t testing.TB) []lockkit.Option {
+	return []lockkit.Option{lockkit.WithLogger(testlog.Logger(t)), lockkit.WithKeyMode(testlog.KeyMode())}
+}
+
 // newClient is a lockkit client on its own etcd client, closed with the test.
 func newClient(t testing.TB, c *testserver.EtcdCluster) *lockkit.Client {
 	t.Helper()
@@ -48,7 +55,7 @@ func newClient(t testing.TB, c *testserver.EtcdCluster) *lockkit.Client {
 
 func newClientOn(t testing.TB, endpoints ...string) *lockkit.Client {
 	t.Helper()
-	lc, err := lockkit.New(etcd.New(newCliOn(t, endpoints...)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	lc, err := lockkit.New(etcd.New(newCliOn(t, endpoints...)), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

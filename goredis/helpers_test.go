@@ -2,13 +2,12 @@ package goredis
 
 import (
 	"context"
-	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/rediswire"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/redis/go-redis/v9"
@@ -65,16 +64,10 @@ func lockOn(d *lockkit.Domain, id string) lockkit.Lock {
 }
 
 // testOptions are the options of every test client: its log lines go to the
-// test log.
+// test log, under the run's key mode and scanned for a raw key in a hashed
+// run (internal/testlog).
 func testOptions(t *testing.T) []Option {
-	return []Option{lockkit.WithLogger(slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))}
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	return []Option{lockkit.WithLogger(testlog.Logger(t)), lockkit.WithKeyMode(testlog.KeyMode())}
 }
 
 // overlap measures mutual exclusion: every critical section calls enter and

@@ -948,14 +948,21 @@ func (c *Client) logErr(key string, err error) string {
 	if err == nil {
 		return ""
 	}
-	msg := err.Error()
+	return c.logMsg(err.Error(), key)
+}
+
+// logMsg is msg with every occurrence of each key, and of the part between
+// its braces, replaced as logErr replaces them.
+func (c *Client) logMsg(msg string, keys ...string) string {
 	if c.telOpts.KeyMode == telemetry.KeyRaw {
 		return msg
 	}
-	shown := c.logKey(key)
-	msg = strings.ReplaceAll(msg, key, shown)
-	if tag := policy.HashTag(key); tag != key {
-		msg = strings.ReplaceAll(msg, tag, shown)
+	for _, key := range keys {
+		shown := c.logKey(key)
+		msg = strings.ReplaceAll(msg, key, shown)
+		if tag := policy.HashTag(key); tag != key {
+			msg = strings.ReplaceAll(msg, tag, shown)
+		}
 	}
 	return msg
 }

@@ -36,7 +36,7 @@ func TestCloseBoundedDuringPartition(t *testing.T) {
 	proxy, addr := startProxy(t, r.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}) // as the README builds it
 	defer rdb.Close()
-	w, err := New(goredis.New(rdb), WithLogger(testLogger(t)))
+	w, err := New(goredis.New(rdb), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

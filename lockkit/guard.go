@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/telemetry"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -192,7 +193,7 @@ func (g *guarded) guardedAcquireFor(ctx context.Context, req *driver.Request, wa
 		err := send(cctx)
 		scope.end()
 		realErr = err
-		return g.verdict(err)
+		return g.failure(g.verdict(err), req.Key)
 	})
 	if err != nil && realErr == nil {
 		return err // refused by the breaker
@@ -209,6 +210,25 @@ func (g *guarded) verdict(err error) error {
 	}
 	return err
 }
+
+// failure is err as the breaker keeps it (LastFailure, quoted in the log
+// line of its opening): its message quotes keys as log lines show them
+// (logMsg); errors.Is and errors.As see err itself.
+func (g *guarded) failure(err error, keys ...string) error {
+	if err == nil || g.c.telOpts.KeyMode == telemetry.KeyRaw {
+		return err
+	}
+	return &loggedErr{msg: g.c.logMsg(err.Error(), keys...), err: err}
+}
+
+// loggedErr is an error whose message is rewritten for log lines.
+type loggedErr struct {
+	msg string
+	err error
+}
+
+func (e *loggedErr) Error() string { return e.msg }
+func (e *loggedErr) Unwrap() error { return e.err }
 
 var (
 	_ driver.Batcher         = (*guarded)(nil)
@@ -249,7 +269,11 @@ func (g *guarded) AcquireAll(ctx context.Context, reqs []*driver.Request) ([]int
 		cctx, cancel := context.WithTimeout(ctx, d)
 		fences, realErr = g.batcher.AcquireAll(cctx, reqs)
 		cancel()
-		return g.verdict(realErr)
+		keys := make([]string, len(reqs))
+		for i, req := range reqs {
+			keys[i] = req.Key
+		}
+		return g.failure(g.verdict(realErr), keys...)
 	})
 	if err != nil && realErr == nil {
 		return nil, err // refused by the breaker

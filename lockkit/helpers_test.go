@@ -4,15 +4,12 @@ import (
 	"context"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
-	"log/slog"
-	"os"
-	"regexp"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/telemetry"
 	"github.com/redis/go-redis/v9"
@@ -73,60 +70,18 @@ func lockOn(d *Domain, id string) Lock {
 }
 
 // testOptions are the options of every test client: its log lines go to the
-// test log. With LOCKKIT_TEST_KEYMODE=hashed every client of the run logs
-// under KeyHashed and every log line is scanned for a raw key (testWriter);
-// options a test passes itself come after these and win.
+// test log, under the run's key mode and scanned for a raw key in a hashed
+// run (internal/testlog); options a test passes itself come after these and
+// win.
 func testOptions(t *testing.T) []Option {
-	if hashedRun() {
-		return []Option{
-			WithLogger(logTo(t, true)),
-			WithKeyMode(telemetry.KeyHashed, []byte("scan-secret")),
-		}
-	}
-	return []Option{WithLogger(testLogger(t))}
+	return []Option{WithLogger(testlog.Logger(t)), WithKeyMode(testlog.KeyMode())}
 }
 
 // rawKeyOptions are for a test that checks what the default key mode
 // (KeyRaw) records: its client logs and records raw keys in every run, and
 // its log lines are not scanned.
 func rawKeyOptions(t *testing.T) []Option {
-	return []Option{WithLogger(testLogger(t)), WithKeyMode(telemetry.KeyRaw, nil)}
-}
-
-// hashedRun: LOCKKIT_TEST_KEYMODE=hashed, which scripts/test.sh sets.
-func hashedRun() bool { return os.Getenv("LOCKKIT_TEST_KEYMODE") == "hashed" }
-
-// rawKeyRE matches a lock key as the tests build it (a prefix, then the
-// hash tag in braces): under KeyHashed no log line may contain one.
-var rawKeyRE = regexp.MustCompile(`[^\s"=]+\{[^{}\s"]*\}`)
-
-// testLogger sends the client's log lines to the test log.
-func testLogger(t *testing.T) *slog.Logger {
-	return logTo(t, false)
-}
-
-// logTo is a logger writing to the test log, scanning each line for a raw
-// key when scan is set.
-func logTo(t *testing.T, scan bool) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t: t, scan: scan}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// testWriter writes log lines to the test log; with scan, a line that
-// quotes a raw key fails the test.
-type testWriter struct {
-	t    *testing.T
-	scan bool
-}
-
-func (w testWriter) Write(p []byte) (int, error) {
-	line := strings.TrimRight(string(p), "\n")
-	if w.scan {
-		if k := rawKeyRE.FindString(line); k != "" {
-			w.t.Errorf("a log line under KeyHashed quotes the raw key %q: %s", k, line)
-		}
-	}
-	w.t.Log(line)
-	return len(p), nil
+	return []Option{WithLogger(testlog.RawLogger(t)), WithKeyMode(telemetry.KeyRaw, nil)}
 }
 
 // overlap measures mutual exclusion: every critical section calls enter and

@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -73,7 +72,7 @@ func TestCloseDuringDoTx(t *testing.T) {
 	t.Parallel()
 	e := newTxEnv(t)
 	pg, pool, admin, ctx := e.pg, e.pool, e.admin, e.ctx
-	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func TestCloseDuringWaitingDo(t *testing.T) {
 	t.Parallel()
 	pg := startPG(t)
 	holder := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
-	waiter, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	waiter, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +169,7 @@ func TestCloseDuringDoTxCommitWait(t *testing.T) {
 	t.Parallel()
 	e := newTxEnv(t)
 	pg, pool, admin, ctx := e.pg, e.pool, e.admin, e.ctx
-	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(postgres.New(testserver.PgxPool(t, pg.DSN(), 2)), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
@@ -48,10 +49,17 @@ func startPG(t testing.TB) *testserver.Postgres {
 	return pg
 }
 
+// testOptions are the options of every test client: its log lines go to the
+// test log, under the run's key mode and scanned for a raw key in a hashed
+// run (internal/testlog).
+func testOptions(t testing.TB) []lockkit.Option {
+	return []lockkit.Option{lockkit.WithLogger(testlog.Logger(t)), lockkit.WithKeyMode(testlog.KeyMode())}
+}
+
 // newClient is a lockkit client over pool, closed with the test.
 func newClient(t testing.TB, pool *pgxpool.Pool, opts ...postgres.Option) *lockkit.Client {
 	t.Helper()
-	c, err := lockkit.New(postgres.New(pool, opts...), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(postgres.New(pool, opts...), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

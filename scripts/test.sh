@@ -27,9 +27,10 @@ if [ -d cmd/lockkit-gen ] && [ -f lockkit.yaml ]; then
   # Fails, naming the file, when committed generated code is stale.
   (cd examples/locks && go run github.com/lockkit/lockkit/cmd/lockkit-gen -check -config ../../lockkit.yaml -out locks_gen.go)
 fi
-# Package lockkit's test clients log under KeyHashed and every log line they
-# write is scanned for a raw key (issue 34: the fault suites included); the
-# telemetry tests that check the default mode's raw keys set KeyRaw
-# themselves. LOCKKIT_TEST_KEYMODE=raw runs every client in the default mode.
+# Every package's test clients, and the fault harness's workers, log under
+# KeyHashed and every log line they write is scanned for a raw key
+# (internal/testlog; issue 34: the fault suites included); the telemetry
+# tests that check the default mode's raw keys set KeyRaw themselves.
+# LOCKKIT_TEST_KEYMODE=raw runs every client in the default mode.
 export LOCKKIT_TEST_KEYMODE="${LOCKKIT_TEST_KEYMODE:-hashed}"
 go test -race -count=1 -timeout 15m "$@" ./...

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/zookeeper"
@@ -28,11 +28,17 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
+// testOptions are the options of every test client: its log lines go to the
+// test log, under the run's key mode and scanned for a raw key in a hashed
+// run (internal/testlog).
+func testOptions(t testing.TB) []lockkit.Option {
+	return []lockkit.Option{lockkit.WithLogger(testlog.Logger(t)), lockkit.WithKeyMode(testlog.KeyMode())}
+}
+
 // newClient is a lockkit client on servers, closed with the test.
 func newClient(t testing.TB, servers []string, opts ...zookeeper.Option) *lockkit.Client {
 	t.Helper()
-	c, err := lockkit.New(zookeeper.New(servers, append([]zookeeper.Option{bounds}, opts...)...),
-		lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(zookeeper.New(servers, append([]zookeeper.Option{bounds}, opts...)...), testOptions(t)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/policy"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -152,7 +152,9 @@ func (s *suite) raw(t *testing.T) driver.Backend {
 // client is a lockkit Client over a fresh Spec, closed with the test.
 func (s *suite) client(t *testing.T, opts ...lockkit.Option) *lockkit.Client {
 	t.Helper()
-	opts = append([]lockkit.Option{lockkit.WithLogger(testLogger(t))}, opts...)
+	// Its log lines go to the test log, under the run's key mode and scanned
+	// for a raw key in a hashed run (internal/testlog).
+	opts = append([]lockkit.Option{lockkit.WithLogger(testlog.Logger(t)), lockkit.WithKeyMode(testlog.KeyMode())}, opts...)
 	c, err := lockkit.New(s.h.Open(t), opts...)
 	if err != nil {
 		t.Fatalf("%s: lockkit.New: %v", s.h.Name, err)
@@ -187,29 +189,6 @@ func lockOf(d *lockkit.Domain, id string) lockkit.Lock {
 }
 
 func nop(context.Context, *lockkit.Lease) error { return nil }
-
-// testLogger sends a client's log lines to the test log, up to the end of
-// the test (a Close in a cleanup may log after it).
-func testLogger(t *testing.T) *slog.Logger {
-	w := &testWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
-
-type testWriter struct {
-	mu   sync.Mutex
-	t    *testing.T
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
 
 // overlap counts critical sections inside at once: two holders of one key
 // make Max 2.

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lockkit/lockkit/internal/testlog"
 )
 
 // buildWorker builds ./worker, with the race detector when this test binary
@@ -74,6 +76,7 @@ type workerProc struct {
 	pid      int
 	hist     string
 	errPath  string
+	logPath  string // the lockkit client's log lines (-log)
 	done     chan struct{}
 	err      error // cmd.Wait's; read after done
 	killed   bool  // by the test, on purpose
@@ -87,6 +90,7 @@ func startWorker(t *testing.T, bin, dir string, id, inc int, flags []string) *wo
 		id: id, inc: inc,
 		hist:    filepath.Join(dir, fmt.Sprintf("history-w%d.%d.jsonl", id, inc)),
 		errPath: filepath.Join(dir, fmt.Sprintf("stderr-w%d.%d.log", id, inc)),
+		logPath: filepath.Join(dir, fmt.Sprintf("lockkit-w%d.%d.log", id, inc)),
 		done:    make(chan struct{}),
 	}
 	ef, err := os.Create(w.errPath)
@@ -94,7 +98,7 @@ func startWorker(t *testing.T, bin, dir string, id, inc int, flags []string) *wo
 		t.Fatal(err)
 	}
 	defer ef.Close()
-	args := append([]string{"-id", fmt.Sprint(id), "-inc", fmt.Sprint(inc), "-history", w.hist}, flags...)
+	args := append([]string{"-id", fmt.Sprint(id), "-inc", fmt.Sprint(inc), "-history", w.hist, "-log", w.logPath}, flags...)
 	w.cmd = exec.Command(bin, args...)
 	w.cmd.Stdout, w.cmd.Stderr = ef, ef
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -166,7 +170,8 @@ func (w *workerProc) terminate(d time.Duration) error {
 }
 
 // stderrProblems returns what the worker's stderr says that must never be
-// there: a panic, a data race, a fatal runtime error.
+// there: a panic, a data race, a fatal runtime error; and, in a hashed run
+// (internal/testlog), the lines of its client's log that quote a raw key.
 func (w *workerProc) stderrProblems() string {
 	b, _ := os.ReadFile(w.errPath)
 	for _, bad := range []string{"panic:", "DATA RACE", "fatal error:"} {
@@ -174,6 +179,23 @@ func (w *workerProc) stderrProblems() string {
 			end := min(len(b), i+2000)
 			return string(b[i:end])
 		}
+	}
+	if !testlog.Hashed() {
+		return ""
+	}
+	f, err := os.Open(w.logPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return "" // killed before its client was built
+	} else if err != nil {
+		return fmt.Sprintf("its lockkit log: %v", err)
+	}
+	defer f.Close()
+	raw, err := testlog.RawKeyLines(f)
+	if err != nil {
+		return fmt.Sprintf("its lockkit log: %v", err)
+	}
+	if len(raw) > 0 {
+		return fmt.Sprintf("%d line(s) of its lockkit log (%s) under KeyHashed quote a raw key, the first: %s", len(raw), w.logPath, raw[0])
 	}
 	return ""
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/lockkit/lockkit/etcd"
 	"github.com/lockkit/lockkit/fence"
 	"github.com/lockkit/lockkit/internal/faultharness"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
 	"github.com/lockkit/lockkit/zookeeper"
@@ -98,11 +99,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 			return nil, nil, err
 		}
 		closers = append(closers, kw.pool.Close)
-		kw.client, err = lockkit.New(postgres.New(kw.pool, postgres.WithMaxHeld(2)),
-			lockkit.WithLogger(log),
-			lockkit.WithCommandTimeout(*cmdTO),
-			lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
-		)
+		kw.client, err = newSpecClient(postgres.New(kw.pool, postgres.WithMaxHeld(2)), log)
 	case "fifo", "election", "semaphore":
 		// The README's client configuration (go-redis's default retries).
 		rdb := redis.NewClient(&redis.Options{Addr: *lockRedis, ContextTimeoutEnabled: true})
@@ -178,6 +175,7 @@ func setupKind(w *worker, log *slog.Logger) (*kindWorker, func(), error) {
 func newSpecClient(spec driver.Spec, log *slog.Logger) (*lockkit.Client, error) {
 	return lockkit.New(spec,
 		lockkit.WithLogger(log),
+		lockkit.WithKeyMode(testlog.KeyMode()),
 		lockkit.WithCommandTimeout(*cmdTO),
 		lockkit.WithBreaker(breaker.Settings{OpenTimeout: 200 * time.Millisecond}),
 	)

@@ -38,6 +38,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/internal/faultharness"
+	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/lockkit"
 )
 
@@ -52,6 +53,7 @@ var (
 	table       = flag.String("table", "bookings", "table of the PostgreSQL resource")
 	row         = flag.String("row", "harness", "row key of the PostgreSQL resource")
 	histPath    = flag.String("history", "", "history file (JSON lines, appended)")
+	logPath     = flag.String("log", os.DevNull, "the lockkit client's log file (appended)")
 	ttl         = flag.Duration("ttl", time.Second, "lock TTL")
 	cmdTO       = flag.Duration("cmd-timeout", 250*time.Millisecond, "lock command timeout")
 	workMax     = flag.Duration("work", 10*time.Millisecond, "most time spent working inside a section")
@@ -124,7 +126,14 @@ func run() error {
 	h := &history{f: f}
 	h.add(faultharness.Event{Ev: "start", Pid: os.Getpid()})
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// The client's log lines, at every level, go to the -log file, which
+	// the harness scans for a raw key in a hashed run (internal/testlog).
+	lf, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	log := testlog.FileLogger(lf)
 	if *mode != "redis" {
 		return runOther(h, log)
 	}
