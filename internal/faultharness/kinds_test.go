@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	gozk "github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -699,6 +700,34 @@ func startZK(r *krun) {
 	// 250ms for 40s, each timeout kept the breaker open, and the warm-up
 	// saw no grant (round 6, one CI run of three).
 	r.flags = append(r.flags, "-lock-zk", r.zk.ServersString(), "-cmd-timeout", "500ms")
+	r.stalled = r.zkChildren
+}
+
+// zkChildren lists the lock node's children (name, owner session, creation
+// zxid), for a run whose grants did not resume.
+func (r *krun) zkChildren() string {
+	c, _, err := gozk.Connect(r.zk.Servers(), 5*time.Second, gozk.WithLogInfo(false))
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	parent := zookeeper.LockPath("/lockkit", r.keys[0])
+	names, _, err := c.Children(parent)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", parent, err)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d children of %s:", len(names), parent)
+	for _, n := range names {
+		_, st, err := c.Get(parent + "/" + n)
+		if err != nil {
+			fmt.Fprintf(&b, " %s (%v);", n, err)
+			continue
+		}
+		fmt.Fprintf(&b, " %s (session %#x, czxid %#x);", n, st.EphemeralOwner, st.Czxid)
+	}
+	return b.String()
 }
 
 // collectZK replays the lock node's children from the members' transaction
