@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	gozk "github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -292,13 +293,6 @@ func (r *krun) res(i int) string {
 // runKind runs kind k once; newDB makes a database on the shared
 // PostgreSQL server, for a run whose faults leave PostgreSQL alone.
 func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration, newDB func(*testing.T) string) *krun {
-	if k.name == "zk" && mutation == "" && !soak {
-		// Its record (the members' transaction logs, zklog.go) showed an
-		// intermittent gap after leader faults in CI rehearsals (1 of 3:
-		// every grant after one point "never granted"), as etcd's record
-		// reader did; until that reader is fixed, the zk kind runs in soaks.
-		t.Skip("zk: soak only until the transaction-log record's gap after leader faults is fixed (docs/reliability.md)")
-	}
 	began := time.Now()
 	r := &krun{fleet: fleet{t: t, name: k.name + ": ", tail: newTailer()}, k: k, bin: bin, mutation: mutation, stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
 	// The histories and stderr stay when the run fails (their directory is
@@ -865,19 +859,51 @@ func startZK(r *krun) {
 	// 250ms for 40s, each timeout kept the breaker open, and the warm-up
 	// saw no grant (round 6, one CI run of three).
 	r.flags = append(r.flags, "-lock-zk", r.zk.ServersString(), "-cmd-timeout", "500ms")
+	r.stalled = r.zkChildren
+}
+
+// zkChildren lists the lock node's children (name, owner session, creation
+// zxid), for a run whose grants did not resume.
+func (r *krun) zkChildren() string {
+	c, _, err := gozk.Connect(r.zk.Servers(), 5*time.Second, gozk.WithLogInfo(false))
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	parent := zookeeper.LockPath("/lockkit", r.keys[0])
+	names, _, err := c.Children(parent)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", parent, err)
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d children of %s:", len(names), parent)
+	for _, n := range names {
+		_, st, err := c.Get(parent + "/" + n)
+		if err != nil {
+			fmt.Fprintf(&b, " %s (%v);", n, err)
+			continue
+		}
+		fmt.Fprintf(&b, " %s (session %#x, czxid %#x);", n, st.EphemeralOwner, st.Czxid)
+	}
+	return b.String()
 }
 
 // collectZK replays the lock node's children from the members' transaction
-// logs (GrantsFromZKLog): each child that became the lowest is a grant.
+// logs (GrantsFromZKLog): each child that became the lowest is a grant. The
+// record is what a quorum of the members logged (ReadZKLogs): a deposed
+// leader's log keeps proposals that were never committed.
 func collectZK(r *krun, in *Input) {
 	var dirs []string
 	for _, m := range r.zk.Members {
 		dirs = append(dirs, m.DataDir)
 	}
-	txns, err := ReadZKLogs(dirs...)
+	txns, uncommitted, err := ReadZKLogs(dirs...)
 	if err != nil {
 		r.t.Fatalf("zookeeper transaction logs: %v", err)
 	}
+	r.t.Logf("zk record: %d transactions a quorum of the %d members logged; %d zxids only a minority logged (a deposed leader's uncommitted proposals), left out",
+		len(txns), len(dirs), uncommitted)
 	parent := zookeeper.LockPath("/lockkit", r.keys[0])
 	gs := GrantsFromZKLog(txns, parent)
 	if len(gs) == 0 {

@@ -307,6 +307,9 @@ type fleet struct {
 	procs []*workerProc // every incarnation, in start order
 	mu    sync.Mutex    // guards procs against the tailer
 	tail  *tailer
+	// stalled, when set, says what the lock server holds when grants
+	// did not resume (logged before the run fails).
+	stalled func() string
 }
 
 func (f *fleet) startTailing() (stop func()) {
@@ -345,10 +348,15 @@ func (f *fleet) addProc(w *workerProc) {
 func (f *fleet) waitGrants(n int, what string) {
 	f.t.Helper()
 	since := time.Now().UnixNano()
+	deadline := time.Now().Add(resumeBound + 10*time.Second)
 	waitUntil(f.t, resumeBound+10*time.Second, fmt.Sprintf("%s%d grants (%s)", f.name, n, what), func() error {
-		if got := f.tail.grantsAfter(since); got < n {
-			return fmt.Errorf("%d grants so far", got)
+		got := f.tail.grantsAfter(since)
+		if got >= n {
+			return nil
 		}
-		return nil
+		if f.stalled != nil && time.Now().After(deadline) {
+			f.t.Logf("%sno grant: the lock server holds %s", f.name, f.stalled())
+		}
+		return fmt.Errorf("%d grants so far", got)
 	})
 }

@@ -2,12 +2,12 @@ package faultharness
 
 import (
 	"bytes"
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/adler32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,36 +37,71 @@ const (
 	zkCloseSession    = -11
 )
 
-// ReadZKLogs reads the transaction logs of every dataDir given (the members
-// of one ensemble: each holds the transactions it logged) and returns their
-// union, one per zxid, in zxid order.
-func ReadZKLogs(dataDirs ...string) ([]ZKTxn, error) {
-	byZxid := map[int64]ZKTxn{}
+// ReadZKLogs reads the transaction logs of every member of one ensemble
+// (their dataDirs, all of them) and returns the transactions a quorum of
+// them logged, one per zxid (a multi's parts share theirs), in zxid order,
+// and how many zxids fewer members logged (left out).
+//
+// A member's log can hold proposals that were never committed: a leader
+// logs its proposals as it sends them, so one paused or killed before a
+// follower logged them keeps them. When it rejoins, the new leader
+// truncates its log (TRUNC) only while those zxids are within the new
+// leader's committed log; once the new epoch has committed more, it sends a
+// snapshot instead (its log: "Unhandled scenario for peer sid: N fall back
+// to use snapshot"), and the old log file keeps them. Zab commits a
+// proposal once a quorum has logged it, and no member's log loses a
+// committed transaction, so what a quorum logged is exactly what the
+// ensemble committed; a member behind the others is outvoted, not read as
+// a gap.
+func ReadZKLogs(dataDirs ...string) (txns []ZKTxn, uncommitted int, err error) {
+	type logged struct {
+		parts   []ZKTxn
+		members int
+	}
+	byZxid := map[int64]*logged{}
 	for _, d := range dataDirs {
 		files, err := filepath.Glob(filepath.Join(d, "version-2", "log.*"))
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
+		mine := map[int64][]ZKTxn{} // this member's, by zxid
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
-			txns, err := parseZKLog(b)
+			logged, err := parseZKLog(b)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return nil, 0, fmt.Errorf("%s: %w", f, err)
 			}
-			for _, tx := range txns {
-				byZxid[tx.Zxid] = tx
+			inFile := map[int64][]ZKTxn{}
+			for _, tx := range logged {
+				inFile[tx.Zxid] = append(inFile[tx.Zxid], tx)
+			}
+			maps.Copy(mine, inFile)
+		}
+		for z, parts := range mine {
+			if l, ok := byZxid[z]; ok {
+				l.members++
+			} else {
+				byZxid[z] = &logged{parts: parts, members: 1}
 			}
 		}
 	}
-	out := make([]ZKTxn, 0, len(byZxid))
-	for _, tx := range byZxid {
-		out = append(out, tx)
+	quorum := len(dataDirs)/2 + 1
+	zxids := make([]int64, 0, len(byZxid))
+	for z, l := range byZxid {
+		if l.members < quorum {
+			uncommitted++
+			continue
+		}
+		zxids = append(zxids, z)
 	}
-	slices.SortFunc(out, func(a, b ZKTxn) int { return cmp.Compare(a.Zxid, b.Zxid) })
-	return out, nil
+	slices.Sort(zxids)
+	for _, z := range zxids {
+		txns = append(txns, byZxid[z].parts...)
+	}
+	return txns, uncommitted, nil
 }
 
 // parseZKLog reads one log file (FileTxnLog): a header (magic "ZKLG",
