@@ -740,7 +740,7 @@ func TestRedlockRestartedNodeQuarantined(t *testing.T) {
 
 // A new node that no operator marked is quarantined for one TTL, as after a
 // loss of its data: a majority of them cannot grant, and the error names
-// each quarantined node. The refusals open no breaker; after one TTL the
+// each node's outcome. The refusals open no breaker; after one TTL the
 // lock is granted.
 func TestRedlockNewNodesQuarantined(t *testing.T) {
 	const ttl = time.Second
@@ -751,10 +751,19 @@ func TestRedlockNewNodesQuarantined(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "quarantined") {
 		t.Fatalf("on 3 new nodes: %v, want ErrUnavailable naming the quarantined nodes", err)
 	}
+	// The attempt is decided once a majority refused: the last node may be
+	// named pending.
+	quarantined := 0
 	for _, n := range nodes {
-		if !strings.Contains(err.Error(), n.Addr()+"=quarantined") {
-			t.Errorf("on 3 new nodes: %v, want it to name %s as quarantined", err, n.Addr())
+		switch {
+		case strings.Contains(err.Error(), n.Addr()+"=quarantined("):
+			quarantined++
+		case !strings.Contains(err.Error(), n.Addr()+"=pending"):
+			t.Errorf("on 3 new nodes: %v, want it to name %s as quarantined or pending", err, n.Addr())
 		}
+	}
+	if quarantined < 2 {
+		t.Errorf("on 3 new nodes: %v, want at least 2 named quarantined", err)
 	}
 	if h := c.Health(t.Context()); !h.Healthy {
 		t.Fatalf("quarantined nodes opened breakers: %+v", h)
