@@ -848,6 +848,9 @@ func benchRedlock(b *testing.B, n int, delay time.Duration) {
 	rdbs := make([]redis.UniversalClient, n)
 	for i := range rdbs {
 		rdb := benchRedis(b)
+		if err := rediswire.MarkRedlockNode(context.Background(), rdb); err != nil { // a new node (markRedlockNodes)
+			b.Fatal(err)
+		}
 		if delay > 0 {
 			proxy := redlockProxy(b, rdb.Options().Addr, delay)
 			opts := *rdb.Options()
