@@ -26,6 +26,9 @@ type redisBackend struct {
 	name       string
 	cmdTimeout time.Duration
 	fifo       fifoState // FIFO waiting's Notifier (backend_fifo.go)
+	// redlock: a Redlock member, whose acquire is its vote, refused while
+	// it is quarantined (rediswire.RedlockAcquireScript).
+	redlock bool
 }
 
 var (
@@ -110,13 +113,16 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 		}
 		return []string{req.Key}
 	}
+	if b.redlock {
+		return 0, b.vote(ctx, req)
+	}
 	var (
 		n   int64
 		err error
 	)
 	switch {
 	case req.Replicas > 0:
-		n, err = b.acquireReplicated(ctx, keys(), req)
+		n, err = b.acquireReplicated(ctx, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), req)
 	case req.Fencing:
 		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
 	default:
@@ -135,19 +141,45 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	return n, redisclass.Mark(err)
 }
 
-// acquireReplicated sends the acquire script and WAIT in one pipeline (one
+// vote is a Redlock member's acquire (the Redlock acquire script, with WAIT
+// when req asks for replicas): nil when it took the key, ErrContended when
+// the key is held, a *quarantinedError while the node is quarantined.
+func (b *redisBackend) vote(ctx context.Context, req *driver.Request) error {
+	keys := []string{req.Key, policy.RedlockMarkerFor(req.Key, b.cluster != nil)}
+	var (
+		n   int64
+		err error
+	)
+	if req.Replicas > 0 {
+		n, err = b.acquireReplicated(ctx, rediswire.RedlockAcquireScript, rediswire.RedlockAcquireSrc, keys, req)
+	} else {
+		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.RedlockAcquireScript, rediswire.RedlockAcquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+	}
+	switch {
+	case err == redis.Nil:
+		return driver.ErrContended
+	case err != nil:
+		return redisclass.Mark(err)
+	case n < 0:
+		return &quarantinedError{left: time.Duration(-n) * time.Millisecond}
+	}
+	return nil
+}
+
+// acquireReplicated sends an acquire script and WAIT in one pipeline (one
 // round trip) on the node that owns the key. When fewer than p.Replicas
 // acknowledge in time, it releases the lock and fails: a lease that only the
-// primary knows about can be granted again after a failover.
-func (b *redisBackend) acquireReplicated(ctx context.Context, keys []string, p *driver.Request) (int64, error) {
+// primary knows about can be granted again after a failover. A negative
+// reply (a quarantined Redlock node: it took nothing) is returned as it is.
+func (b *redisBackend) acquireReplicated(ctx context.Context, script *redis.Script, src string, keys []string, p *driver.Request) (int64, error) {
 	value := holder.Value(p.Token, p.Holder) // the token, and who holds it
-	acq, wait, err := b.evalWithWait(ctx, rediswire.AcquireScript, rediswire.AcquireSrc, keys, []any{value, p.TTL.Milliseconds()}, p.Replicas, p.ReplicaTimeout)
+	acq, wait, err := b.evalWithWait(ctx, script, src, keys, []any{value, p.TTL.Milliseconds()}, p.Replicas, p.ReplicaTimeout)
 	if err != nil {
 		return 0, err
 	}
 	n, err := acq.Int64()
-	if err != nil {
-		return 0, err // redis.Nil (held) included
+	if err != nil || n < 0 {
+		return n, err // redis.Nil (held) included
 	}
 	acked, werr := wait.Int64()
 	if werr == nil && acked >= int64(p.Replicas) {

@@ -8,6 +8,7 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/driver/drivertest"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -121,6 +122,11 @@ func TestConformanceCluster(t *testing.T) {
 
 func TestConformanceRedlock(t *testing.T) {
 	nodes := []*testserver.Redis{testserver.StartRedis(t), testserver.StartRedis(t), testserver.StartRedis(t)}
+	for _, n := range nodes { // as an operator marks new nodes (docs/deployments.md)
+		if err := rediswire.MarkRedlockNode(t.Context(), n.Client(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	drivertest.Run(t, drivertest.Harness{
 		Name: "redlock",
 		Open: func(t *testing.T) driver.Spec {

@@ -47,6 +47,12 @@ func New(rdb redis.UniversalClient) driver.Spec {
 //     deadline) when no majority answered. Release goes to every node and
 //     reports the lease held when a majority deleted it.
 //   - Health stays green while at most N − majority node breakers are open.
+//   - A node that restarted or lost its data votes for a key only once the
+//     key's TTL has passed since its first use after that (a marker on the
+//     node, lockkit:redlock-node, docs/wire.md): until then it answers
+//     "quarantined", which no breaker counts. A new node is quarantined the
+//     same way for its first TTL unless an operator marked it
+//     (docs/deployments.md).
 //
 // Fencing domains are refused on a Redlock client: every node keeps its own
 // counter, and a number read from one majority is not guaranteed to exceed

@@ -60,9 +60,32 @@ func newRedlockBackend(nodes []redis.UniversalClient, cfg driver.Config) (*redlo
 				seen[id] = i
 			}
 		}
-		b.nodes = append(b.nodes, redlockNode{name: name, be: cfg.Guard(name, newRedisBackend(rdb, cmdTimeout))})
+		b.nodes = append(b.nodes, redlockNode{name: name, be: cfg.Guard(name, newRedlockMember(rdb, cmdTimeout))})
 	}
 	return b, nil
+}
+
+// newRedlockMember is the single-node backend of one Redlock node, whose
+// acquire is its vote (redisBackend.vote).
+func newRedlockMember(rdb redis.UniversalClient, cmdTimeout time.Duration) driver.Backend {
+	be := newRedisBackend(rdb, cmdTimeout)
+	switch m := be.(type) {
+	case *redisBackend:
+		m.redlock = true
+	case clusterBackend:
+		m.redlock = true
+	}
+	return be
+}
+
+// quarantinedError is a node's refusal to vote: it restarted, or lost its
+// data, less than the key's TTL ago, and may have forgotten a lease that it
+// helped grant, which may still be valid (docs/semantics.md, guarantee 1).
+// It is no failure of the node: its breaker does not count it.
+type quarantinedError struct{ left time.Duration }
+
+func (e *quarantinedError) Error() string {
+	return "quarantined after a restart or a loss of its data: votes for a key of this TTL again in " + e.left.String()
 }
 
 // endpoints names where addr leads, so that one server reached under two
@@ -158,6 +181,9 @@ const (
 	nodeRefused
 	// nodeFailed: an error (network, timeout, error reply, too few replicas).
 	nodeFailed
+	// nodeQuarantined: acquire only: the node restarted or lost its data
+	// less than the key's TTL ago and refused to vote (quarantinedError).
+	nodeQuarantined
 )
 
 func (r nodeResult) String() string {
@@ -172,6 +198,8 @@ func (r nodeResult) String() string {
 		return "breaker_open"
 	case nodeFailed:
 		return "failed"
+	case nodeQuarantined:
+		return "quarantined"
 	}
 	return "nodeResult(" + strconv.Itoa(int(r)) + ")"
 }
@@ -182,7 +210,7 @@ type nodeOutcome struct {
 	Node    string        // the node's address
 	Result  nodeResult    // nodePending when it had not answered in time
 	Latency time.Duration // from the fan-out to its answer; 0 when pending
-	Err     error         // set for nodeFailed and nodeRefused
+	Err     error         // set for nodeFailed, nodeRefused and nodeQuarantined
 }
 
 func (o nodeOutcome) String() string {
@@ -234,7 +262,9 @@ func (b *redlockBackend) Acquire(ctx context.Context, req *driver.Request) (int6
 //
 // The outcome, from the node answers counted when it was decided (ok =
 // took the key, held = held by another owner, the rest failed, refused by
-// their breaker or not answered yet):
+// their breaker, quarantined or not answered yet; a quarantined node
+// restarted or lost its data less than the key's TTL ago, and cannot say
+// whether it helped grant the key to a lease still valid):
 //
 //   - ok ≥ majority: granted. The validity check (ttl − elapsed − drift > 0)
 //     is the acquire loop's, on its clock, with elapsed running from before
@@ -483,6 +513,8 @@ func (r *redlockRound) acquireOn(ctx context.Context, i int, p *driver.Request) 
 		res, err = nodeHeld, nil
 	case errors.Is(err, breaker.ErrOpen):
 		res = nodeRefused
+	case errors.As(err, new(*quarantinedError)):
+		res = nodeQuarantined // took nothing: no release
 	default:
 		res = nodeFailed
 	}
@@ -576,11 +608,24 @@ func (e *redlockError) Error() string {
 		}
 	}
 	fmt.Fprintf(&sb, "redlock %s: no majority: %d of %d nodes answered, %d needed", e.op, answered, len(e.nodes), e.quorum)
+	if q := quarantined(e.nodes); q > 0 {
+		fmt.Fprintf(&sb, " (%d quarantined after a restart or a loss of data)", q)
+	}
 	for _, o := range e.nodes {
 		sb.WriteString("; ")
 		sb.WriteString(o.String())
 	}
 	return sb.String()
+}
+
+func quarantined(nodes []nodeOutcome) int {
+	n := 0
+	for _, o := range nodes {
+		if o.Result == nodeQuarantined {
+			n++
+		}
+	}
+	return n
 }
 
 func (e *redlockError) Unwrap() []error {

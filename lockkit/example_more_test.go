@@ -96,6 +96,12 @@ func ExampleRedlock() {
 	defer stop1()
 	n2, stop2 := exampleRedis()
 	defer stop2()
+	// A node votes only once one TTL has passed since its start (or the
+	// loss of its data); new nodes that never served a lock are marked
+	// (docs/deployments.md, "A new Redlock node").
+	markNewRedlockNode(ctx, n0)
+	markNewRedlockNode(ctx, n1)
+	markNewRedlockNode(ctx, n2)
 	client, err := lockkit.New(goredis.Redlock(n0, n1, n2))
 	if err != nil {
 		log.Fatal(err)

@@ -11,8 +11,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/lockkit"
 )
+
+// markNewRedlockNode marks a new Redlock node, which has never served a
+// lock, so that it votes at once (docs/deployments.md, "A new Redlock node").
+func markNewRedlockNode(ctx context.Context, rdb *redis.Client) {
+	if err := rediswire.MarkRedlockNode(ctx, rdb); err != nil {
+		log.Fatal(err)
+	}
+}
 
 // exampleRedis is an in-process Redis, so the examples run (and their output
 // is checked) without a server. Use a real go-redis client in production.

@@ -1129,6 +1129,11 @@ func TestTelemetryRenewCutShortByRelease(t *testing.T) {
 func TestTelemetryRedlockNodeEvents(t *testing.T) {
 	nodes := []*testserver.Redis{testserver.StartRedis(t), testserver.StartRedis(t), testserver.StartRedis(t)}
 	rdbs := []redis.UniversalClient{nodes[0].Client(t), nodes[1].Client(t), nodes[2].Client(t)}
+	for _, rdb := range rdbs[:2] { // new nodes, marked as an operator would (docs/deployments.md)
+		if err := rediswire.MarkRedlockNode(t.Context(), rdb); err != nil {
+			t.Fatal(err)
+		}
+	}
 	nodes[2].Kill(t)
 	g := newTelRigOn(t, goredis.Redlock(rdbs...))
 	l := lockOn(testDomain(t, g.c, Policy{TTL: 2 * time.Second}), "x")

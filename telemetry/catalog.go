@@ -76,7 +76,7 @@ func Catalog() []Entry {
 		{Kind: KindAttribute, Name: string(telnames.AttrRetryBackoff), Type: "double", Description: "The backoff before the next attempt, in seconds, on lockkit.retry events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrLostCause), Type: "string", Values: causes, Description: "Why the lease was lost, on the lockkit.lease.lost event, the hold span and lockkit.leases.lost."},
 		{Kind: KindAttribute, Name: string(telnames.AttrBreakerNode), Type: "string", Description: "A backend node: on lockkit.breaker.status (the node its breaker guards), lockkit.breaker.change and lockkit.redlock.node events."},
-		{Kind: KindAttribute, Name: string(telnames.AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker_open", "pending"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
+		{Kind: KindAttribute, Name: string(telnames.AttrNodeResult), Type: "string", Values: []string{"ok", "held", "failed", "breaker_open", "pending", "quarantined"}, Description: "A Redlock node's answer to an acquire attempt, on lockkit.redlock.node events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrNodeLatency), Type: "double", Description: "How long a Redlock node took to answer, in seconds (0 while pending), on lockkit.redlock.node events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrBreakerFrom), Type: "string", Values: breakerStates, Description: "The state a breaker left, on lockkit.breaker.change events."},
 		{Kind: KindAttribute, Name: string(telnames.AttrBreakerTo), Type: "string", Values: breakerStates, Description: "The state a breaker entered, on lockkit.breaker.change events."},

@@ -16,6 +16,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -241,6 +242,38 @@ func ClusterSlot(key string) int {
 
 // FenceKey is the fence counter of the lock at key.
 func FenceKey(key string) string { return key + FenceSuffix }
+
+// RedlockMarker is the key where a Redlock node keeps when its current life
+// began (its run_id and the server time of its first Redlock acquire since a
+// restart or a loss of its data): the node votes for a key only once that
+// key's TTL has passed since then (docs/semantics.md, guarantee 1). It never
+// expires, and no lock key is ever named so (a lock key ends in '}').
+const RedlockMarker = "lockkit:redlock-node"
+
+// RedlockMarkerFor is the marker that the Redlock acquire of key reads: the
+// node's one RedlockMarker, or on a Cluster node the marker of key's slot
+// (RedlockMarker + ":{tag}", tag any text that hashes to that slot), so
+// that a script's keys share a slot.
+func RedlockMarkerFor(key string, cluster bool) string {
+	if !cluster {
+		return RedlockMarker
+	}
+	slotTagsOnce.Do(func() {
+		slotTags = make([]string, 16384)
+		for i, left := 0, len(slotTags); left > 0; i++ {
+			tag := strconv.Itoa(i)
+			if s := ClusterSlot(tag); slotTags[s] == "" {
+				slotTags[s], left = tag, left-1
+			}
+		}
+	})
+	return RedlockMarker + ":" + string(TagOpen) + slotTags[ClusterSlot(key)] + string(TagClose)
+}
+
+var (
+	slotTagsOnce sync.Once
+	slotTags     []string // slot → the smallest decimal number that hashes to it
+)
 
 // PermitSuffix follows a semaphore's key in each of its permit slots.
 const PermitSuffix = ":permit:"

@@ -5,8 +5,10 @@
 package rediswire
 
 import (
+	"context"
 	_ "embed"
 	"errors"
+	"strings"
 
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
@@ -34,6 +36,13 @@ var (
 	ReleaseSrc    = holder.OwnsLua + releaseBody
 	ReleaseScript = redis.NewScript(ReleaseSrc)
 
+	// Redlock acquire is one node's vote: SET NX PX, refused while the
+	// node is quarantined after a restart or a loss of its data (its
+	// marker, policy.RedlockMarker).
+	//go:embed redlock_acquire.lua
+	RedlockAcquireSrc    string
+	RedlockAcquireScript = redis.NewScript(RedlockAcquireSrc)
+
 	//go:embed extend.lua
 	extendBody   string
 	ExtendSrc    = holder.OwnsLua + policy.FenceKeepLua + extendBody
@@ -45,6 +54,22 @@ var (
 	HolderSrc    = policy.BadFenceLua + holderBody
 	HolderScript = redis.NewScript(HolderSrc)
 )
+
+// MarkRedlockNode marks a new Redlock node as an operator would
+// (docs/deployments.md, "A new Redlock node"): its marker says that its
+// current life began long ago, so it votes at once. Only for a node that
+// has never served a lock, or whose every lock has expired: a test's new
+// redis-server. A server whose INFO gives no run_id (miniredis) is marked
+// as the acquire script marks it, with "-".
+func MarkRedlockNode(ctx context.Context, c redis.Cmdable) error {
+	run := "-"
+	if info, err := c.Info(ctx, "server").Result(); err == nil {
+		if _, rest, ok := strings.Cut(info, "run_id:"); ok {
+			run, _, _ = strings.Cut(rest, "\r\n")
+		}
+	}
+	return c.Set(ctx, policy.RedlockMarker, run+" 0", 0).Err()
+}
 
 // ErrReplicas is an acquisition or extend whose write too few replicas
 // acknowledged.
