@@ -75,12 +75,8 @@ func TestConformanceClusterReplicas(t *testing.T) {
 	cl.AddReplicas(t)
 	admin := cl.Client(t)
 	drivertest.Run(t, drivertest.Harness{
-		Name: "cluster-replicas",
-		Open: func(t *testing.T) driver.Spec {
-			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = rdb.Close() })
-			return goredis.New(rdb)
-		},
+		Name:     "cluster-replicas",
+		Open:     clusterSpec(cl),
 		TTL:      redisTTL,
 		Steal:    func(t *testing.T, key string) { del(t, admin, key) },
 		Replicas: 1,
@@ -92,16 +88,21 @@ func TestConformanceClusterReplicas(t *testing.T) {
 	})
 }
 
+// clusterSpec opens a Spec over a user's ClusterClient on cl's masters.
+func clusterSpec(cl *testserver.Cluster) func(t *testing.T) driver.Spec {
+	return func(t *testing.T) driver.Spec {
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rdb.Close() })
+		return goredis.New(rdb)
+	}
+}
+
 func TestConformanceCluster(t *testing.T) {
 	cl := testserver.StartCluster(t, 3)
 	admin := cl.Client(t)
 	drivertest.Run(t, drivertest.Harness{
-		Name: "cluster",
-		Open: func(t *testing.T) driver.Spec {
-			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-			t.Cleanup(func() { _ = rdb.Close() })
-			return goredis.New(rdb)
-		},
+		Name:  "cluster",
+		Open:  clusterSpec(cl),
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },
 		// Every node: the nodes keep their cluster config (nodes.conf), not
