@@ -11,9 +11,11 @@ import (
 
 // closeEndsWaits: client A holds a key of a polling domain and, where the
 // backend keeps a FIFO queue (FairQueue or ServerQueue), a key of a FIFO
-// domain; client B waits for each with Do. B.Close ends both waits with
-// ErrClosed, long before their max wait (which would end them with
-// ErrNotAcquired), and returns nil: B holds nothing, so no key is left.
+// domain; client B waits for each with Do, and with a DoAll over a free
+// key and a held one (it gives the free one back before each wait). B.Close
+// ends every wait with ErrClosed, long before their max wait (which would
+// end them with ErrNotAcquired), and returns nil: B holds nothing, so no
+// key is left.
 // When A then releases, a third client C takes each key with one attempt:
 // no closed waiter was handed the lock, nor kept a place ahead of C.
 func (s *suite) closeEndsWaits(t *testing.T) {
@@ -21,6 +23,8 @@ func (s *suite) closeEndsWaits(t *testing.T) {
 	type wait struct {
 		name     string
 		a, b, c  lockkit.Lock
+		free     []lockkit.Lock                  // C's locks on the keys B's DoAll took but A did not hold
+		run      func(ctx context.Context) error // B's wait; nil: b.Do
 		held     *lockkit.Lease
 		done     chan error
 		returned time.Time
@@ -41,10 +45,17 @@ func (s *suite) closeEndsWaits(t *testing.T) {
 	pb, fb := domains(cB)
 	pc, fc := domains(cC)
 	waits := []*wait{{name: "polling Do", a: lockOf(pa, "p"), b: lockOf(pb, "p"), c: lockOf(pc, "p")}}
+	all := &wait{name: "DoAll", a: lockOf(pa, "d"), b: lockOf(pb, "d"), c: lockOf(pc, "d"), free: []lockkit.Lock{lockOf(pc, "d0")}}
+	all.run = func(ctx context.Context) error {
+		return lockkit.DoAll(ctx, func(context.Context, *lockkit.LeaseSet) error {
+			return errors.New("DoAll's fn ran while A held one of its locks")
+		}, lockOf(pb, "d0"), all.b)
+	}
+	waits = append(waits, all)
 	if fa != nil {
 		waits = append(waits, &wait{name: "FIFO Do", a: lockOf(fa, "f"), b: lockOf(fb, "f"), c: lockOf(fc, "f")})
 	} else {
-		t.Logf("%s: no FIFO queue (FairQueue, ServerQueue false): the polling wait only", s.h.Name)
+		t.Logf("%s: no FIFO queue (FairQueue, ServerQueue false): the polling and DoAll waits only", s.h.Name)
 	}
 	for _, w := range waits {
 		lease, err := w.a.TryAcquire(ctxFor(t, patience))
@@ -56,11 +67,15 @@ func (s *suite) closeEndsWaits(t *testing.T) {
 	start := time.Now()
 	for _, w := range waits {
 		w.done = make(chan error, 1)
-		go func() {
-			w.done <- w.b.Do(ctxFor(t, 2*patience), func(context.Context, *lockkit.Lease) error {
-				return errors.New("fn ran while A held the lock")
-			})
-		}()
+		run := w.run
+		if run == nil {
+			run = func(ctx context.Context) error {
+				return w.b.Do(ctx, func(context.Context, *lockkit.Lease) error {
+					return errors.New("fn ran while A held the lock")
+				})
+			}
+		}
+		go func() { w.done <- run(ctxFor(t, 2*patience)) }()
 	}
 	// Long enough for each wait to be under way (a FIFO waiter queued);
 	// if one is not yet, Close still refuses it with ErrClosed.
@@ -88,6 +103,11 @@ func (s *suite) closeEndsWaits(t *testing.T) {
 		}
 		if err := w.c.TryDo(ctxFor(t, patience), nop); err != nil {
 			t.Errorf("%s: %s: C's TryDo right after A released = %v; want the lock (was it handed to B's closed waiter?)", s.h.Name, w.name, err)
+		}
+		for _, l := range w.free {
+			if err := l.TryDo(ctxFor(t, patience), nop); err != nil {
+				t.Errorf("%s: %s: C's TryDo on %s, which B's closed DoAll took and gave back = %v; want the lock", s.h.Name, w.name, l.Key(), err)
+			}
 		}
 	}
 }

@@ -27,8 +27,8 @@
 //   - CloseDuringDo, CloseTimeout: Close cancels fn with ErrClosed, keeps
 //     the lock held until fn returns, then releases it; a Close whose ctx
 //     ends first says a lease was left, and Do releases it later.
-//   - CloseEndsWaits: a polling Do and (where the backend keeps a FIFO
-//     queue) a FIFO Do waiting on locks another client holds end with
+//   - CloseEndsWaits: a polling Do, a DoAll and (where the backend keeps a
+//     FIFO queue) a FIFO Do waiting on locks another client holds end with
 //     ErrClosed when their client closes, before their max wait; Close
 //     returns nil, and after the holder releases, a third client takes
 //     each lock with one attempt (no closed waiter was handed it).

@@ -170,8 +170,13 @@ func (s *suite) client(t *testing.T, opts ...lockkit.Option) *lockkit.Client {
 // domain binds a domain whose keys are this subtest's alone.
 func (s *suite) domain(t *testing.T, c *lockkit.Client, p lockkit.Policy) *lockkit.Domain {
 	t.Helper()
-	if p.Replicas == 0 {
+	if p.Replicas == 0 && s.h.Replicas > 0 {
 		p.Replicas = s.h.Replicas
+		// Generous for a loaded CI machine (the default is 50ms), and
+		// shorter than the TTL, as a domain requires.
+		if p.ReplicaTimeout == 0 {
+			p.ReplicaTimeout = min(time.Second, (p.TTL / 2).Truncate(time.Millisecond))
+		}
 	}
 	d := c.Domain(lockkit.DomainSpec{Name: "drivertest", Prefix: s.prefix(t), Policy: p})
 	if err := d.Err(); err != nil {
