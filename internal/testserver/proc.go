@@ -9,8 +9,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -281,11 +283,16 @@ func busPortRange() (lo, hi int) {
 }
 
 // freePortFrom tries up to n candidates and returns the first whose port (and, with
-// bus, port+10000) can be bound on 127.0.0.1.
+// bus, port+10000) can be bound on 127.0.0.1 and is reserved by no other server of
+// this or another test process (reserve).
 func freePortFrom(candidate func() int, n int, bus bool) (int, error) {
 	var lastErr error
 	for range n {
 		port := candidate()
+		if err := reserve(port); err != nil {
+			lastErr = err
+			continue
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
 			lastErr = err
@@ -305,6 +312,42 @@ func freePortFrom(candidate func() int, n int, bus bool) (int, error) {
 		return port, nil
 	}
 	return 0, fmt.Errorf("no free loopback port found below the ephemeral range (with its bus port: %v): %v", bus, lastErr)
+}
+
+// reserved keeps open, for the life of the test process, the lock file of every
+// port reserve handed out.
+var reserved = struct {
+	sync.Mutex
+	files []*os.File
+}{}
+
+// reserve takes port for this test process, for good: an exclusive flock on a file
+// named after it in a directory every test process shares. Test binaries run in
+// parallel draw from one range, and a server that is down (killed, stopped, before
+// a restart on its port) frees its port for another binary's server, whose faults
+// this binary's clients would then meet: a rehearsal's breaker test saw its
+// restarted Redis answer, then refuse, then answer again (another test's server on
+// its port, paused, stopped). Bind-ability alone cannot see a port whose server is
+// down; the flock can, and it ends with the process that held it, however it ends.
+// A port is never handed out twice, in this process either (a second flock of the
+// same file fails on a new open file description).
+func reserve(port int) error {
+	dir := filepath.Join(os.TempDir(), "lockkit-testserver-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return fmt.Errorf("port reservations: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return fmt.Errorf("port reservations: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("port %d is reserved by a test server: %w", port, err)
+	}
+	reserved.Lock()
+	reserved.files = append(reserved.files, f)
+	reserved.Unlock()
+	return nil
 }
 
 // respDo sends one command over a fresh connection using RESP2 and returns the reply:

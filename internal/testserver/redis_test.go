@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -284,5 +286,26 @@ func TestRedisPortConflictDetected(t *testing.T) {
 	}
 	if err := a.Client(t).Ping(ctxT(t, 5*time.Second)).Err(); err != nil {
 		t.Fatalf("the first server: %v", err)
+	}
+}
+
+// A port freePort handed out is reserved for the life of this process: not
+// handed out again here, and locked for every other process (the flock(1)
+// command stands for another test binary).
+func TestReservedPortNotHandedOutTwice(t *testing.T) {
+	p, err := freePort(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := freePortFrom(func() int { return p }, 3, false); err == nil {
+		t.Fatalf("freePortFrom handed out %d again (got %d)", p, got)
+	}
+	flock, err := exec.LookPath("flock")
+	if err != nil {
+		t.Skipf("no flock(1) to stand for another process: %v", err)
+	}
+	file := filepath.Join(os.TempDir(), "lockkit-testserver-ports", strconv.Itoa(p))
+	if out, err := exec.Command(flock, "-n", file, "true").CombinedOutput(); err == nil {
+		t.Fatalf("another process took the reservation of port %d: %s", p, out)
 	}
 }
