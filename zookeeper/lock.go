@@ -386,7 +386,10 @@ func (a *acq) create(ctx context.Context, sid int64, data []byte) error {
 	case <-ch:
 		return cerr
 	case <-ctx.Done():
-		return driver.Failure(fmt.Errorf("zookeeper: create under %s unanswered: %w", a.parent, context.Cause(ctx)))
+		// Named by the lock's key, not its node path: lockkit shows a key
+		// as its key mode says (hashed in log lines), which it cannot do
+		// for the key escaped into a path.
+		return driver.Failure(fmt.Errorf("zookeeper: create of a node for %s unanswered: %w", a.k.key, context.Cause(ctx)))
 	}
 }
 
@@ -414,7 +417,7 @@ func (s *session) createNode(parent, name string, data []byte) (string, error) {
 			return "", err
 		}
 	}
-	return "", fmt.Errorf("zookeeper: %s keeps vanishing under the create", parent)
+	return "", errors.New("zookeeper: the lock's parent node keeps vanishing under the create")
 }
 
 // ensureBase creates the chroot and root nodes that are missing.
@@ -590,5 +593,5 @@ func (a *acq) release(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	s.orphan(orphan{path: path})
-	return false, fmt.Errorf("zookeeper: delete %s: %w (deleted when the session answers again)", path, err)
+	return false, fmt.Errorf("zookeeper: delete %s's node %s: %w (deleted when the session answers again)", a.k.key, path[strings.LastIndexByte(path, '/')+1:], err)
 }

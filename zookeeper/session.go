@@ -167,13 +167,21 @@ func (s *session) orphan(o orphan) {
 // sweep deletes orphans whenever the session is up: after a release or an
 // abandoned create failed on the connection, the node would otherwise stay
 // as long as the session lives and block every later acquire of its lock.
+//
+// A round that keeps orphans (no session, or a delete that failed on the
+// connection or the session) comes again after sweepRetry by itself: a kick
+// (a state change, a new orphan) may never come while the session stays up
+// and every acquire of the blocked lock is merely contended.
 func (s *session) sweep() {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-s.kick:
+		case <-retry:
 		}
+		retry = nil
 		s.mu.Lock()
 		todo := s.orphans
 		s.orphans = nil
@@ -190,7 +198,7 @@ func (s *session) sweep() {
 			// connection failure keeps it for the next round.
 			if !ok {
 				keep = append(keep, o)
-			} else if err := s.deleteOrphan(o); err != nil && isConnErr(classifyConn(err)) {
+			} else if err := s.deleteOrphan(o); err != nil && retryable(err) {
 				keep = append(keep, o)
 			}
 		}
@@ -198,8 +206,19 @@ func (s *session) sweep() {
 			s.mu.Lock()
 			s.orphans = append(s.orphans, keep...)
 			s.mu.Unlock()
+			retry = time.After(sweepRetry)
 		}
 	}
+}
+
+// sweepRetry is how soon a sweep that kept orphans runs again.
+const sweepRetry = 250 * time.Millisecond
+
+// retryable: an orphan's delete that failed on the connection, or on a
+// session that ended or moved, is tried again (on the session that
+// follows: the node's name is the token, so deleting it is always right).
+func retryable(err error) bool {
+	return isConnErr(classifyConn(err)) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
 }
 
 // classifyConn maps an unanswered request (its ctx ended) to a connection

@@ -324,6 +324,15 @@ func TestSingle(t *testing.T) {
 		lostCreate(t, servers[0], raw)
 	})
 
+	// A release whose delete, and the sweeper's first retry of it, are
+	// swallowed by a short partition (shorter than the client's read
+	// timeout: the session stays up, no state change follows). The
+	// sweeper tries again by itself; before, nothing woke it, and the node
+	// blocked the lock for as long as the process lived.
+	t.Run("SweepAfterStall", func(t *testing.T) {
+		sweepAfterStall(t, servers[0], raw)
+	})
+
 	// A chroot in the connection string: the nodes live below it.
 	t.Run("Chroot", func(t *testing.T) {
 		c := newClient(t, []string{strings.Join(servers, ",") + "/app/x"})
@@ -423,4 +432,41 @@ func lostCreate(t *testing.T, target string, raw *zk.Conn) {
 	}
 	//lockkit-vet:ignore test: the release outcome is not what this test checks
 	_ = l2.Release(ctxT(t, 10*time.Second))
+}
+
+// sweepAfterStall: see TestSingle/SweepAfterStall.
+func sweepAfterStall(t *testing.T, target string, raw *zk.Conn) {
+	px := startProxy(t, target)
+	// A 6s session: go-zookeeper's read timeout is 4s, well past the
+	// partition, and the lockkit command timeout (500ms) well inside it.
+	c := newClient(t, []string{px.Addr()})
+	p := lockkit.Policy{TTL: 6 * time.Second}
+	// A parameter the node path escapes ('/', '%'): the errors and log
+	// lines name the key, which the key mode hides, never the path, which
+	// it could not (a hashed run's log scan checks it).
+	lk := lockOf(c, "sweepstall", p, "k/x%y")
+	l, err := lk.Acquire(ctxT(t, 20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := zookeeper.LockPath("/lockkit", lk.Key())
+	waitNodes(t, raw, path, 1, 10*time.Second)
+	px.blackhole.Store(true)
+	relErr := l.Release(ctxT(t, 10*time.Second))
+	// The sweeper's first try (kicked by the failed release) times out
+	// inside the partition too.
+	time.Sleep(1500 * time.Millisecond)
+	px.blackhole.Store(false)
+	if relErr == nil {
+		t.Fatal("the release went through the partition; the test needs it to fail")
+	}
+	t.Logf("release in the partition: %v", relErr)
+	if strings.Contains(relErr.Error(), path) {
+		t.Errorf("the release error names the node path %s, which a key mode cannot hide; want the key", path)
+	}
+	waitNodes(t, raw, path, 0, 10*time.Second)
+	other := newClient(t, []string{target})
+	if err := lockOf(other, "sweepstall", p, "k/x%y").TryDo(ctxT(t, 10*time.Second), func(context.Context, *lockkit.Lease) error { return nil }); err != nil {
+		t.Fatalf("a later acquire after the partition: %v", err)
+	}
 }

@@ -293,15 +293,6 @@ func (r *krun) res(i int) string {
 // runKind runs kind k once; newDB makes a database on the shared
 // PostgreSQL server, for a run whose faults leave PostgreSQL alone.
 func runKind(t *testing.T, k kind, bin, mutation string, soak bool, duration time.Duration, newDB func(*testing.T) string) *krun {
-	if k.name == "zk" && mutation == "" && !soak {
-		// The record gap is fixed (ReadZKLogs keeps what a quorum logged),
-		// but 1 of 10 runs then stalled: no grant for 40 s after
-		// zk-kill-leader, every worker "held by another owner", a node
-		// staying lowest (docs/reliability.md). Possibly a node left
-		// behind, which issue 28 forbids; not yet diagnosed, so the kind
-		// runs in soaks (which log the lock node's children on a stall).
-		t.Skip("zk: soak only until the stall after zk-kill-leader is diagnosed (docs/reliability.md)")
-	}
 	began := time.Now()
 	r := &krun{fleet: fleet{t: t, name: k.name + ": ", tail: newTailer()}, k: k, bin: bin, mutation: mutation, stops: map[*workerProc][][2]int64{}, epochs: map[int][]string{}}
 	// The histories and stderr stay when the run fails (their directory is
