@@ -120,6 +120,24 @@ func TestLostLeaseFreesAtOnce(t *testing.T) {
 	if n := b.Held(); n != 0 {
 		t.Fatalf("Held() after the loss = %d, want 0", n)
 	}
+	// pg_terminate_backend only signals: the backend drops its locks as it
+	// exits, which a loaded machine can delay past the client's loss (a CPU
+	// hog rehearsal's acquire below was refused as held). Wait until the
+	// server lists none of its locks, so the acquire checks the client.
+	gone := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		if err := admin.QueryRow(ctxT(t, 5*time.Second), "SELECT count(*) FROM pg_locks WHERE pid = $1", pid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(gone) {
+			t.Fatalf("the terminated backend %d still holds %d locks after 10s", pid, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// The server keeps others out until the lease's record expires
 	// (lock-delay); with it deleted, this checks the client alone.
 	if _, err := admin.Exec(ctxT(t, 5*time.Second), "DELETE FROM lockkit_leases WHERE id = $1", pgbackend.KeyID(r.Key)); err != nil {

@@ -57,6 +57,9 @@ func (m *member) Pause(t testing.TB) {
 	if err := m.proc.signalGroup(syscall.SIGSTOP); err != nil {
 		t.Fatalf("testserver: Pause %s: %v", m.name, err)
 	}
+	if err := m.proc.waitStopped(); err != nil {
+		t.Fatalf("testserver: Pause %s: %v", m.name, err)
+	}
 	m.paused = true
 }
 

@@ -119,6 +119,42 @@ func (p *process) signalGroup(sig syscall.Signal) error {
 	return err
 }
 
+// waitStopped waits (up to 5s) until every thread of the process shows as
+// stopped in /proc: SIGSTOP takes effect only as each thread is next
+// scheduled, and on a loaded machine a thread of a JVM member answered a
+// request sent right after the signal (TestZooKeeperThreeFaults under a CPU
+// hog: "paused member answered").
+func (p *process) waitStopped() error {
+	deadline := time.Now().Add(5 * time.Second)
+	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+	for {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return nil // gone, or no /proc: nothing to wait for
+		}
+		running := 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				continue // the thread ended
+			}
+			// The state follows the ")" that ends the command name.
+			if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+				if st := b[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+					running++
+				}
+			}
+		}
+		if running == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d: %d threads still running 5s after SIGSTOP", p.pid, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // stop sends SIGCONT (a paused server could not act on anything else), then sig, and
 // escalates to SIGKILL after grace. It reports whether the graceful stop worked.
 func (p *process) stop(sig syscall.Signal, grace time.Duration) (graceful bool, err error) {

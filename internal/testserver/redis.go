@@ -214,6 +214,9 @@ func (r *Redis) Pause(t testing.TB) {
 	if err := r.proc.signalGroup(syscall.SIGSTOP); err != nil {
 		t.Fatalf("testserver: Pause %s: %v", r.Addr(), err)
 	}
+	if err := r.proc.waitStopped(); err != nil {
+		t.Fatalf("testserver: Pause %s: %v", r.Addr(), err)
+	}
 	r.paused = true
 }
 
