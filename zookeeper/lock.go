@@ -351,6 +351,14 @@ func (a *acq) ensureNode(ctx context.Context, sid int64, data []byte) error {
 // token on the next attempt or release.
 func (a *acq) create(ctx context.Context, sid int64, data []byte) error {
 	s := a.s
+	if ctx.Err() != nil {
+		// Nothing is sent for a ctx already done: a create sent anyway
+		// would make a node that is deleted only after its answer, and
+		// meanwhile blocks the lock (a CPU hog rehearsal's
+		// TestConformance/CtxCancelled: another client's TryDo right
+		// after a Do with a cancelled ctx found the key held).
+		return driver.Failure(fmt.Errorf("zookeeper: create of a node for %s not sent: %w", a.k.key, context.Cause(ctx)))
+	}
 	ch := make(chan struct{})
 	a.mu.Lock()
 	a.inflight, a.sid, a.unsure = ch, sid, true
