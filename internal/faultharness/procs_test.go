@@ -108,8 +108,28 @@ func startWorker(t *testing.T, bin, dir string, id, inc int, flags []string) *wo
 	w.pid = w.cmd.Process.Pid
 	go func() { w.err = w.cmd.Wait(); close(w.done) }()
 	t.Cleanup(func() { w.kill() })
-	return w
+	// A worker is signalled only once it catches its signals, which it does
+	// before its "start" event: a SIGUSR2 sent while a worker under load was
+	// still starting killed it before its history existed (CI's
+	// etcd-mutation-nofence).
+	deadline := time.Now().Add(startWithin)
+	for {
+		if evs, _ := ReadHistory(w.hist); len(evs) > 0 && evs[0].Ev == "start" {
+			return w
+		}
+		if w.exited() {
+			t.Fatalf("worker %d.%d (pid %d) exited while starting: %v; stderr in %s", id, inc, w.pid, w.err, w.errPath)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %d.%d (pid %d) wrote no start event within %v", id, inc, w.pid, startWithin)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
+
+// startWithin bounds a worker's start (a race-built binary, on a loaded
+// machine).
+const startWithin = 30 * time.Second
 
 func (w *workerProc) exited() bool {
 	select {
@@ -359,4 +379,33 @@ func (f *fleet) waitGrants(n int, what string) {
 		}
 		return fmt.Errorf("%d grants so far", got)
 	})
+}
+
+// A worker signalled the moment startWorker returns survives: it catches
+// SIGUSR1 and SIGUSR2 before its "start" event. Before that, a SIGUSR2 sent
+// to a worker still starting killed it by the signal's default action, and
+// the run failed on its missing history.
+func TestWorkerSignalledAtOnceSurvives(t *testing.T) {
+	bin := buildWorker(t)
+	dir := t.TempDir()
+	// No server answers here: the worker's sections fail (and are
+	// recorded), which is enough to see it alive.
+	flags := []string{"-mode", "redis", "-sentinel", "127.0.0.1:1", "-master", "none",
+		"-res-redis", "127.0.0.1:1", "-pg", "postgres://127.0.0.1:1/none", "-table", "t", "-ttl", "1s"}
+	for i, sig := range []syscall.Signal{syscall.SIGUSR2, syscall.SIGUSR1, syscall.SIGUSR2} {
+		w := startWorker(t, bin, dir, i, 0, flags)
+		if err := w.signal(sig); err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if w.exited() {
+			var ee *exec.ExitError
+			if errors.As(w.err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					t.Fatalf("worker %d was killed by %v sent right after its start", i, ws.Signal())
+				}
+			}
+		}
+		w.kill()
+	}
 }

@@ -117,7 +117,19 @@ func main() {
 	}
 }
 
+// The worker's signals are caught before its "start" event is written, and
+// the harness signals a worker only once that event is in its history
+// (startWorker): a SIGUSR1, SIGUSR2 or SIGTERM that came before signal.Notify
+// would kill the process by its default action. Signals that come before the
+// worker's loop runs wait in these channels.
+var (
+	sigs = make(chan os.Signal, 4)
+	cont = make(chan os.Signal, 1)
+)
+
 func run() error {
+	signal.Notify(cont, syscall.SIGCONT)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
 	f, err := os.OpenFile(*histPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -219,10 +231,7 @@ func runOther(h *history, log *slog.Logger) error {
 // SIGINT came.
 func (w *worker) signals(usr1, usr2 func()) func() bool {
 	w.stopAt.Store("")
-	w.cont = make(chan os.Signal, 1)
-	signal.Notify(w.cont, syscall.SIGCONT)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGUSR2)
+	w.cont = cont
 	var stopping atomic.Bool
 	go func() {
 		for s := range sigs {
