@@ -369,10 +369,16 @@ func TestCancelledWaiterLeavesTheQueue(t *testing.T) {
 	if err := rdb.ZScore(ctx, key+DeadlinesSuffix, a).Err(); err != redis.Nil {
 		t.Fatalf("the cancelled waiter still has a deadline (%v)", err)
 	}
+	// a's waiter was the channel's only one: its unsubscription is under
+	// way. b subscribes once it is done, so that the count below is b's
+	// subscription, not a's before it went (a push published between the
+	// two would reach no one; the waiter is then woken by its resubscribe).
+	numsub := func() int64 { return rdb.PubSubNumSub(ctx, n.Channel(key)).Val()[n.Channel(key)] }
+	waitFor(t, "a's unsubscription", func() bool { return numsub() == 0 })
 	// b is the head now; the release wakes it, by push.
 	bw := n.Subscribe(key, b)
 	defer bw.Close()
-	waitFor(t, "the subscription", func() bool { return rdb.PubSubNumSub(ctx, n.Channel(key)).Val()[n.Channel(key)] == 1 })
+	waitFor(t, "the subscription", func() bool { return numsub() == 1 })
 	if held, _ := Release(ctx, rdb, key, holder, ""); !held {
 		t.Fatal("release")
 	}
