@@ -124,13 +124,13 @@ func (b *redisBackend) Acquire(ctx context.Context, req *driver.Request) (int64,
 	case req.Replicas > 0:
 		n, err = b.acquireReplicated(ctx, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), req)
 	case req.Fencing:
-		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.AcquireScript, rediswire.AcquireSrc, keys(), holder.Value(req.Token, req.Holder), rediswire.Int(req.TTL.Milliseconds())).Int64()
 	default:
 		// Without fencing there is nothing for a script to add: a plain
 		// SET NX PX is the same single atomic step and spares Redis a
 		// Lua call (about a fifth of an uncontended acquire+release).
 		// A reply other than OK is redis.Nil: not set.
-		err = rediswire.Once(ctx, b.rdb, "set", req.Key, holder.Value(req.Token, req.Holder), "px", req.TTL.Milliseconds(), "nx").Err()
+		err = rediswire.Once(ctx, b.rdb, "set", req.Key, holder.Value(req.Token, req.Holder), "px", rediswire.Int(req.TTL.Milliseconds()), "nx").Err()
 	}
 	if err == redis.Nil {
 		return 0, driver.ErrContended
@@ -153,7 +153,7 @@ func (b *redisBackend) vote(ctx context.Context, req *driver.Request) error {
 	if req.Replicas > 0 {
 		n, err = b.acquireReplicated(ctx, rediswire.RedlockAcquireScript, rediswire.RedlockAcquireSrc, keys, req)
 	} else {
-		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.RedlockAcquireScript, rediswire.RedlockAcquireSrc, keys, holder.Value(req.Token, req.Holder), req.TTL.Milliseconds()).Int64()
+		n, err = rediswire.RunOnce(ctx, b.rdb, rediswire.RedlockAcquireScript, rediswire.RedlockAcquireSrc, keys, holder.Value(req.Token, req.Holder), rediswire.Int(req.TTL.Milliseconds())).Int64()
 	}
 	switch {
 	case err == redis.Nil:
@@ -386,9 +386,9 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 
 func (b *redisBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	keys := b.extendKeys(key)
-	cmd := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, keys, token, ttl.Milliseconds())
+	cmd := rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, keys, token, rediswire.Int(ttl.Milliseconds()))
 	if len(keys) > 1 && isTryAgain(cmd.Err()) {
-		cmd = rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, keys[:1], token, ttl.Milliseconds())
+		cmd = rediswire.RunOnce(ctx, b.rdb, rediswire.ExtendScript, rediswire.ExtendSrc, keys[:1], token, rediswire.Int(ttl.Milliseconds()))
 	}
 	n, err := cmd.Int64()
 	return n == 1, redisclass.Mark(err)

@@ -158,7 +158,8 @@ func (b *Breaker) Do(ctx context.Context, op func(ctx context.Context) error) er
 				starvedTimeouts.Add(1)
 				return struct{}{}, verdictIgnored
 			}
-			b.failure.Store(&opErr)
+			failure := opErr // a copy: &opErr would move opErr to the heap on every call
+			b.failure.Store(&failure)
 			return struct{}{}, verdictFailure
 		case Ignored:
 			return struct{}{}, verdictIgnored

@@ -254,7 +254,9 @@ func Sharded(rdb any) bool {
 	return ok
 }
 
-func flag(b bool) string {
+// flag is a script's boolean argument; a constant boxed costs no
+// allocation.
+func flag(b bool) any {
 	if b {
 		return "1"
 	}
@@ -287,14 +289,15 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 	if sharded && policy.HashTag(key) == key {
 		return Result{}, fmt.Errorf("fifo: key %q has no hash tag: on a Cluster its queue and channel would land in other slots", key)
 	}
-	keys := keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix)
+	suffixes := queueSuffixes
 	if req.Fencing {
-		keys = keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix)
+		suffixes = queueFenceSuffixes
 	}
-	v, err := rediswire.RunOnce(ctx, rdb, acquireScript, acquireSrc, keys, req.Token, req.TTL.Milliseconds(), waiterTTL.Milliseconds(),
-		req.Wake, flag(sharded), req.Holder).Slice()
+	v, err := rediswire.RunArgs(ctx, rdb, acquireScript, acquireSrc, scriptArgs(key, suffixes,
+		req.Token, rediswire.Int(req.TTL.Milliseconds()), rediswire.Int(waiterTTL.Milliseconds()),
+		req.Wake, flag(sharded), req.Holder)).Slice()
 	if err != nil {
-		return Result{}, rediswire.FenceError(err, keys)
+		return Result{}, rediswire.FenceError(err, keysOf(key, suffixes...))
 	}
 	r := Result{waiterTTL: waiterTTL}
 	if len(v) != 4 {
@@ -305,7 +308,7 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 	if s, ok := v[1].(string); ok { // a fence past 2^53 is decimal text (policy.NextFenceLua)
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil && req.Fencing {
-			return Result{}, rediswire.BadCounter(keys[5], fmt.Sprintf("it holds %q", s))
+			return Result{}, rediswire.BadCounter(policy.FenceKey(key), fmt.Sprintf("it holds %q", s))
 		}
 		b, ok2 = n, err == nil
 	}
@@ -346,16 +349,49 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 // is sent at most once: a re-sent release would find the lock gone (or
 // handed over) and report a loss.
 func Release(ctx context.Context, rdb rediswire.Processor, key, token, prev string) (held bool, err error) {
-	n, err := rediswire.RunOnce(ctx, rdb, releaseScript, releaseSrc,
-		keysOf(key, QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix),
-		token, flag(Sharded(rdb)), prev).Int64()
+	n, err := rediswire.RunArgs(ctx, rdb, releaseScript, releaseSrc,
+		scriptArgs(key, queueFenceSuffixes, token, flag(Sharded(rdb)), prev)).Int64()
 	return n == 1, err
 }
 
-// keysOf is key followed by key+suffix for each suffix: the derived names
-// are substrings of one string, so a script's keys cost two allocations (the
-// string and the slice), not one a name.
+// The keys of the scripts, after the lock key: Acquire's without fencing,
+// and Acquire's with fencing, which are also Release's.
+var (
+	queueSuffixes      = []string{QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix}
+	queueFenceSuffixes = []string{QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix}
+)
+
+// keysOf is key followed by key+suffix for each suffix.
 func keysOf(key string, suffixes ...string) []string {
+	all := derived(key, suffixes)
+	keys := make([]string, 1, 1+len(suffixes))
+	keys[0] = key
+	for _, s := range suffixes {
+		keys = append(keys, all[:len(key)+len(s)])
+		all = all[len(key)+len(s):]
+	}
+	return keys
+}
+
+// scriptArgs is the command rediswire.RunArgs sends for a script on key:
+// its keys, key and key+suffix for each suffix, then args. The derived names
+// are substrings of one string and the keys and arguments share one slice:
+// two allocations, and one for each key boxed (go-redis takes []any).
+func scriptArgs(key string, suffixes []string, args ...any) []any {
+	all := derived(key, suffixes)
+	a := make([]any, 3, 3+1+len(suffixes)+len(args))
+	a[2] = 1 + len(suffixes)
+	a = append(a, key)
+	for _, s := range suffixes {
+		a = append(a, all[:len(key)+len(s)])
+		all = all[len(key)+len(s):]
+	}
+	return append(a, args...)
+}
+
+// derived is key+suffix for each suffix, concatenated: one allocation for
+// the names a script derives from key.
+func derived(key string, suffixes []string) string {
 	n := 0
 	for _, s := range suffixes {
 		n += len(key) + len(s)
@@ -366,16 +402,7 @@ func keysOf(key string, suffixes ...string) []string {
 		b.WriteString(key)
 		b.WriteString(s)
 	}
-	all := b.String()
-	keys := make([]string, 1, 1+len(suffixes))
-	keys[0] = key
-	at := 0
-	for _, s := range suffixes {
-		end := at + len(key) + len(s)
-		keys = append(keys, all[at:end])
-		at = end
-	}
-	return keys
+	return b.String()
 }
 
 // Leave takes token out of key's queue and, when the lock is free, hands it

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -751,6 +752,21 @@ func TestKeysOf(t *testing.T) {
 		want := []string{key, key + QueueSuffix, key + DeadlinesSuffix, key + PreviousSuffix, key + WaitersSuffix, key + FenceSuffix}
 		if !slices.Equal(got, want) {
 			t.Fatalf("keysOf(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
+
+// scriptArgs lays out a script's command as rediswire.ScriptArgs does with
+// keysOf's keys (the two slots RunArgs fills left empty), with every key a
+// string, as go-redis hooks and Cluster routing read them.
+func TestScriptArgsMatchesKeysOf(t *testing.T) {
+	for _, suffixes := range [][]string{queueSuffixes, queueFenceSuffixes} {
+		key := "lock:{a}"
+		got := scriptArgs(key, suffixes, "tok", int64(10000), "")
+		want := rediswire.ScriptArgs("", nil, keysOf(key, suffixes...), []any{"tok", int64(10000), ""})
+		got[0], got[1], want[0], want[1] = nil, nil, nil, nil
+		if !slices.Equal(got, want) {
+			t.Fatalf("scriptArgs(%q, %q) = %q, want %q", key, suffixes, got, want)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package rediswire
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -34,6 +36,13 @@ func (onceCmd) NoRetry() bool { return true }
 // Once sends args as a onceCmd on c, bounded by ctx (Bounded).
 func Once(ctx context.Context, c Processor, args ...any) *redis.Cmd {
 	cmd := onceCmd{redis.NewCmd(ctx, args...)}
+	if sendsInline(ctx, c) {
+		// Bounded would send it here too; calling it with a closure
+		// would cost one allocation a command (the closure escapes to
+		// Bounded's goroutine).
+		_ = c.Process(ctx, cmd)
+		return cmd.Cmd
+	}
 	if !Bounded(ctx, c, func() { _ = c.Process(ctx, cmd) }) {
 		return Late(ctx, args...)
 	}
@@ -51,7 +60,7 @@ func Once(ctx context.Context, c Processor, args ...any) *redis.Cmd {
 // returns within the command timeout with any client). A command left so has
 // an unknown outcome, as any timed-out one: the caller treats it as such.
 func Bounded(ctx context.Context, c any, send func()) bool {
-	if ctx.Done() == nil || boundsByCtx(c) {
+	if sendsInline(ctx, c) {
 		send()
 		return true
 	}
@@ -66,6 +75,12 @@ func Bounded(ctx context.Context, c any, send func()) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// sendsInline reports whether Bounded sends on the caller's goroutine: ctx
+// cannot end, or c bounds its I/O by ctx itself.
+func sendsInline(ctx context.Context, c any) bool {
+	return ctx.Done() == nil || boundsByCtx(c)
 }
 
 // Late is the reply of a command that Bounded left when ctx ended: ctx's
@@ -102,9 +117,21 @@ type Processor interface {
 // RunOnce is script.Run sent as onceCmds: EVALSHA, then EVAL after a
 // NOSCRIPT (which the server answers without running anything).
 func RunOnce(ctx context.Context, c Processor, script *redis.Script, src string, keys []string, args ...any) *redis.Cmd {
-	cmd := Once(ctx, c, ScriptArgs("evalsha", boxedHash(script), keys, args)...)
+	return RunArgs(ctx, c, script, src, ScriptArgs("", nil, keys, args))
+}
+
+// RunArgs is RunOnce for a caller that lays out the command itself, as
+// ScriptArgs does; a's first two elements (the command and the script) are
+// set here.
+func RunArgs(ctx context.Context, c Processor, script *redis.Script, src string, a []any) *redis.Cmd {
+	a[0], a[1] = "evalsha", boxedHash(script)
+	cmd := Once(ctx, c, a...)
 	if IsNoScript(cmd.Err()) {
-		cmd = Once(ctx, c, ScriptArgs("eval", src, keys, args)...)
+		// The EVALSHA was answered, so nothing reads a any more; the EVAL
+		// gets a copy all the same (this is rare: once per script and server).
+		a = slices.Clone(a)
+		a[0], a[1] = "eval", src
+		cmd = Once(ctx, c, a...)
 	}
 	return cmd
 }
@@ -127,6 +154,33 @@ func boxedHash(s *redis.Script) any {
 	return h
 }
 
+// Int is n as a command argument. Boxing an int64 of 256 or more costs an
+// allocation, and the numbers lock commands carry are few and repeat on
+// every command (a domain's TTL in ms, the FIFO waiter TTL), so their boxes
+// are kept in a small table, each slot holding the last number hashed to it
+// (a miss costs what boxing costs, plus the slot's entry). Entries are
+// never changed once stored; a slot is replaced atomically.
+func Int(n int64) any {
+	slot := &boxedInts[(uint64(n)*0x9e3779b97f4a7c15)>>(64-boxedIntBits)]
+	if e := slot.Load(); e != nil && e.n == n {
+		return e.v
+	}
+	e := &boxedInt{n: n, v: n}
+	slot.Store(e)
+	return e.v
+}
+
+const boxedIntBits = 8
+
+type boxedInt struct {
+	n int64
+	v any // n, boxed
+}
+
+var boxedInts [1 << boxedIntBits]atomic.Pointer[boxedInt]
+
+// ScriptArgs lays out a script's command: name (EVAL or EVALSHA), body (the
+// source or its hash), the number of keys, keys, then args.
 func ScriptArgs(name string, body any, keys []string, args []any) []any {
 	a := make([]any, 0, 3+len(keys)+len(args))
 	a = append(a, name, body, len(keys))
