@@ -246,8 +246,8 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	start, end := rangeOf(req.Key)
 	if b.wasContended(req.Key) {
+		start, end := rangeOf(req.Key)
 		// A poller: a read through consensus (no write, no lease) tells
 		// a held lock, so waiting contenders do not load the cluster with
 		// writes. The transaction below still decides.
@@ -259,23 +259,48 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 			return 0, driver.ErrContended
 		}
 	}
-	lease, sent, err := b.lease(ctx, ttl)
+	k := Key(req.Key, req.Token)
+	if sp, ok := b.takeSpare(ttl); ok {
+		fence, err, again := b.acquireOnSpare(ctx, req, ttl, k, sp)
+		if !again {
+			return fence, err
+		}
+	}
+	sent := time.Now()
+	lease, err := b.grant(ctx, ttl)
 	if err != nil {
 		return 0, classify(err)
 	}
-	k := Key(req.Key, req.Token)
-	resp, err := b.cli.Txn(ctx).
+	resp, err := b.put(ctx, req, k, lease)
+	if err != nil {
+		b.unknown(req.Token, k, lease)
+		return 0, classify(err)
+	}
+	return b.settle(req, ttl, k, lease, sent, resp)
+}
+
+// put writes k, bound to lease, when req.Key has no key at all: one
+// transaction.
+func (b *backend) put(ctx context.Context, req *driver.Request, k string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+	start, end := rangeOf(req.Key)
+	return b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(start).WithRange(end), "=", 0)).
 		Then(clientv3.OpPut(k, req.Holder, clientv3.WithLease(lease))).
 		Commit()
-	if err != nil {
-		// The key may have been written: revoking its lease deletes it,
-		// and the Client's release of the token (which it repeats when
-		// the outcome is unknown) deletes it if it is this lease's.
-		b.remember(req.Token, &acq{key: k, lease: lease, ttl: ttl})
-		b.revokeLater(lease)
-		return 0, classify(err)
-	}
+}
+
+// unknown ends an attempt whose write of k, bound to lease, may have been
+// done: revoking the lease deletes the key, and the Client's release of the
+// token (which it repeats when the outcome is unknown) deletes it if it is
+// this lease's.
+func (b *backend) unknown(token, k string, lease clientv3.LeaseID) {
+	b.remember(token, &acq{key: k, lease: lease})
+	b.revokeLater(lease)
+}
+
+// settle ends an attempt whose put answered, on a lease live for ttl from
+// sent: granted, or contended (nothing written; the lease is kept).
+func (b *backend) settle(req *driver.Request, ttl int64, k string, lease clientv3.LeaseID, sent time.Time, resp *clientv3.TxnResponse) (int64, error) {
 	if !resp.Succeeded { // held, or waited for: nothing was written
 		b.recycle(ttl, lease, sent)
 		b.setContended(req.Key, true)
@@ -285,6 +310,52 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
 	b.remember(req.Token, a)
 	return fenceOf(a, req.Fencing), nil
+}
+
+// acquireOnSpare is an attempt on a spare lease: its keep-alive and the put
+// are sent together and both awaited, so the keep-alive costs no round trip
+// of its own. The attempt is granted only when both succeeded: the put wrote
+// the key while the spare still lived (it was kept alive within the last
+// half TTL), and the keep-alive, sent after the Client's send of the
+// attempt, keeps the lease for ttl from after that send. again: the spare
+// was gone (expired, or revoked) and nothing of this attempt remains; the
+// caller tries again on a new grant.
+func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl int64, k string, sp spare) (fence int64, err error, again bool) {
+	sent := time.Now()
+	kept := make(chan error, 1)
+	go func() {
+		_, err := b.cli.KeepAliveOnce(ctx, sp.id)
+		kept <- err
+	}()
+	resp, err := b.put(ctx, req, k, sp.id)
+	kaErr := <-kept
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// Refused: nothing was written, and the spare is gone.
+		return 0, nil, true
+	case err != nil:
+		b.unknown(req.Token, k, sp.id)
+		return 0, classify(err), false
+	case errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
+		// The spare expired or was revoked: etcd deletes a lease's keys
+		// in the revoke, so a key the put wrote before it is gone, and a
+		// put after it was refused.
+		if !resp.Succeeded {
+			b.setContended(req.Key, true)
+			return 0, driver.ErrContended, false
+		}
+		return 0, nil, true
+	case kaErr != nil:
+		// The lease's renewal is unknown: it is never granted.
+		if !resp.Succeeded {
+			b.recycle(ttl, sp.id, sp.renewed)
+		} else {
+			b.unknown(req.Token, k, sp.id)
+		}
+		return 0, classify(kaErr), false
+	}
+	fence, err = b.settle(req, ttl, k, sp.id, sent, resp)
+	return fence, err, false
 }
 
 func fenceOf(a *acq, fencing bool) int64 {
@@ -459,9 +530,10 @@ type spare struct {
 // maxSpares bounds the spare leases kept per TTL.
 const maxSpares = 64
 
-// lease is a lease of ttl seconds for a new acquisition, and when the grant
-// or keep-alive that made it live for ttl was sent: a spare kept alive, or
-// a new grant.
+// lease is a lease of ttl seconds for a queue join, and when the grant or
+// keep-alive that made it live for ttl was sent: a spare kept alive, or a
+// new grant. (Acquire overlaps a spare's keep-alive with its put:
+// acquireOnSpare.)
 func (b *backend) lease(ctx context.Context, ttl int64) (clientv3.LeaseID, time.Time, error) {
 	for {
 		sp, ok := b.takeSpare(ttl)
