@@ -40,8 +40,9 @@
 //     its TTL) for a later acquisition, which sends it a keep-alive instead
 //     of a grant: a grant and a revoke are writes through consensus (an
 //     fsync on a majority), a keep-alive is not. A lease carries one key at a
-//     time, and its TTL counts from the new acquisition's keep-alive. Close
-//     revokes them.
+//     time, and its TTL counts from the new acquisition's keep-alive, sent
+//     together with the put (no round trip of its own); the acquisition is
+//     granted only when both succeeded. Close revokes them.
 //
 // Validity is the Client's: it counts a lease from the send of the Acquire or
 // Extend that granted or renewed it, and the server counts it from when it
@@ -519,9 +520,9 @@ func (b *backend) claim(token string, a *acq) bool {
 // released, or its attempt was contended), kept for the next acquisition of
 // the same TTL: an acquire then sends a keep-alive, which needs no write
 // through consensus, where a grant needs one. Each lease still carries one
-// acquisition's key at a time, and a lease is taken only after a keep-alive
-// sent by the new acquisition succeeded, so the TTL counts from after its
-// send, as a grant's would.
+// acquisition's key at a time, and an acquisition on a spare is granted only
+// once a keep-alive it sent succeeded (sent with its put: acquireOnSpare), so
+// the TTL counts from after that send, as a grant's would.
 type spare struct {
 	id      clientv3.LeaseID
 	renewed time.Time // when its last grant or keep-alive was sent
