@@ -46,8 +46,10 @@
 //
 // Validity is the Client's: it counts a lease from the send of the Acquire or
 // Extend that granted or renewed it, and the server counts it from when it
-// granted or renewed it, which is later. The backend keeps no session and
-// nothing in it depends on a keep-alive stream's answers arriving.
+// granted or renewed it, which is later. The backend keeps no session: its
+// keep-alives share one LeaseKeepAlive stream (opened at the first, and again
+// after it breaks), each sent for one acquire, extend or queue attempt and
+// awaited by it within its ctx; nothing counts from an answer's arrival.
 //
 // Lease TTLs are whole seconds, and the server raises a TTL under its minimum
 // (about 1.5 × its election timeout, 2s with etcd's defaults) to that minimum:
@@ -118,6 +120,7 @@ func New(cli *clientv3.Client, opts ...Option) driver.Spec {
 		spec.Open = func(cfg driver.Config) (driver.Backend, error) {
 			return &backend{
 				cli:        cli,
+				ka:         newKeeper(cli),
 				name:       "etcd(" + strings.Join(cli.Endpoints(), ",") + ")",
 				minTTL:     o.minTTL,
 				cmdTimeout: cfg.CommandTimeout,
@@ -162,6 +165,7 @@ type acq struct {
 
 type backend struct {
 	cli        *clientv3.Client
+	ka         *keeper // the keep-alives' stream
 	name       string
 	minTTL     time.Duration
 	cmdTimeout time.Duration
@@ -325,8 +329,7 @@ func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl i
 	sent := time.Now()
 	kept := make(chan error, 1)
 	go func() {
-		_, err := b.cli.KeepAliveOnce(ctx, sp.id)
-		kept <- err
+		kept <- b.ka.keepAliveOnce(ctx, sp.id)
 	}()
 	resp, err := b.put(ctx, req, k, sp.id)
 	kaErr := <-kept
@@ -422,7 +425,7 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 // keepAlive renews a's lease for its TTL, and records when it was sent.
 func (b *backend) keepAlive(ctx context.Context, a *acq) error {
 	sent := time.Now()
-	if _, err := b.cli.KeepAliveOnce(ctx, a.lease); err != nil {
+	if err := b.ka.keepAliveOnce(ctx, a.lease); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -542,7 +545,7 @@ func (b *backend) lease(ctx context.Context, ttl int64) (clientv3.LeaseID, time.
 			break
 		}
 		sent := time.Now()
-		_, err := b.cli.KeepAliveOnce(ctx, sp.id)
+		err := b.ka.keepAliveOnce(ctx, sp.id)
 		if err == nil {
 			return sp.id, sent, nil
 		}
@@ -637,6 +640,7 @@ func (b *backend) Close() error {
 		b.revokeLater(id)
 	}
 	b.bg.Wait()
+	b.ka.close()
 	return nil
 }
 
