@@ -40,13 +40,16 @@
 //     its TTL) for a later acquisition, which sends it a keep-alive instead
 //     of a grant: a grant and a revoke are writes through consensus (an
 //     fsync on a majority), a keep-alive is not. A lease carries one key at a
-//     time, and its TTL counts from the new acquisition's keep-alive. Close
-//     revokes them.
+//     time, and its TTL counts from the new acquisition's keep-alive, sent
+//     together with the put (no round trip of its own); the acquisition is
+//     granted only when both succeeded. Close revokes them.
 //
 // Validity is the Client's: it counts a lease from the send of the Acquire or
 // Extend that granted or renewed it, and the server counts it from when it
-// granted or renewed it, which is later. The backend keeps no session and
-// nothing in it depends on a keep-alive stream's answers arriving.
+// granted or renewed it, which is later. The backend keeps no session: its
+// keep-alives share one LeaseKeepAlive stream (opened at the first, and again
+// after it breaks), each sent for one acquire, extend or queue attempt and
+// awaited by it within its ctx; nothing counts from an answer's arrival.
 //
 // Lease TTLs are whole seconds, and the server raises a TTL under its minimum
 // (about 1.5 × its election timeout, 2s with etcd's defaults) to that minimum:
@@ -117,6 +120,7 @@ func New(cli *clientv3.Client, opts ...Option) driver.Spec {
 		spec.Open = func(cfg driver.Config) (driver.Backend, error) {
 			return &backend{
 				cli:        cli,
+				ka:         newKeeper(cli),
 				name:       "etcd(" + strings.Join(cli.Endpoints(), ",") + ")",
 				minTTL:     o.minTTL,
 				cmdTimeout: cfg.CommandTimeout,
@@ -161,6 +165,7 @@ type acq struct {
 
 type backend struct {
 	cli        *clientv3.Client
+	ka         *keeper // the keep-alives' stream
 	name       string
 	minTTL     time.Duration
 	cmdTimeout time.Duration
@@ -246,8 +251,8 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, err
 	}
-	start, end := rangeOf(req.Key)
 	if b.wasContended(req.Key) {
+		start, end := rangeOf(req.Key)
 		// A poller: a read through consensus (no write, no lease) tells
 		// a held lock, so waiting contenders do not load the cluster with
 		// writes. The transaction below still decides.
@@ -259,23 +264,48 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 			return 0, driver.ErrContended
 		}
 	}
-	lease, sent, err := b.lease(ctx, ttl)
+	k := Key(req.Key, req.Token)
+	if sp, ok := b.takeSpare(ttl); ok {
+		fence, err, again := b.acquireOnSpare(ctx, req, ttl, k, sp)
+		if !again {
+			return fence, err
+		}
+	}
+	sent := time.Now()
+	lease, err := b.grant(ctx, ttl)
 	if err != nil {
 		return 0, classify(err)
 	}
-	k := Key(req.Key, req.Token)
-	resp, err := b.cli.Txn(ctx).
+	resp, err := b.put(ctx, req, k, lease)
+	if err != nil {
+		b.unknown(req.Token, k, lease)
+		return 0, classify(err)
+	}
+	return b.settle(req, ttl, k, lease, sent, resp)
+}
+
+// put writes k, bound to lease, when req.Key has no key at all: one
+// transaction.
+func (b *backend) put(ctx context.Context, req *driver.Request, k string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+	start, end := rangeOf(req.Key)
+	return b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(start).WithRange(end), "=", 0)).
 		Then(clientv3.OpPut(k, req.Holder, clientv3.WithLease(lease))).
 		Commit()
-	if err != nil {
-		// The key may have been written: revoking its lease deletes it,
-		// and the Client's release of the token (which it repeats when
-		// the outcome is unknown) deletes it if it is this lease's.
-		b.remember(req.Token, &acq{key: k, lease: lease, ttl: ttl})
-		b.revokeLater(lease)
-		return 0, classify(err)
-	}
+}
+
+// unknown ends an attempt whose write of k, bound to lease, may have been
+// done: revoking the lease deletes the key, and the Client's release of the
+// token (which it repeats when the outcome is unknown) deletes it if it is
+// this lease's.
+func (b *backend) unknown(token, k string, lease clientv3.LeaseID) {
+	b.remember(token, &acq{key: k, lease: lease})
+	b.revokeLater(lease)
+}
+
+// settle ends an attempt whose put answered, on a lease live for ttl from
+// sent: granted, or contended (nothing written; the lease is kept).
+func (b *backend) settle(req *driver.Request, ttl int64, k string, lease clientv3.LeaseID, sent time.Time, resp *clientv3.TxnResponse) (int64, error) {
 	if !resp.Succeeded { // held, or waited for: nothing was written
 		b.recycle(ttl, lease, sent)
 		b.setContended(req.Key, true)
@@ -285,6 +315,51 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
 	b.remember(req.Token, a)
 	return fenceOf(a, req.Fencing), nil
+}
+
+// acquireOnSpare is an attempt on a spare lease: its keep-alive and the put
+// are sent together and both awaited, so the keep-alive costs no round trip
+// of its own. The attempt is granted only when both succeeded: the put wrote
+// the key while the spare still lived (it was kept alive within the last
+// half TTL), and the keep-alive, sent after the Client's send of the
+// attempt, keeps the lease for ttl from after that send. again: the spare
+// was gone (expired, or revoked) and nothing of this attempt remains; the
+// caller tries again on a new grant.
+func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl int64, k string, sp spare) (fence int64, err error, again bool) {
+	sent := time.Now()
+	kept := make(chan error, 1)
+	go func() {
+		kept <- b.ka.keepAliveOnce(ctx, sp.id)
+	}()
+	resp, err := b.put(ctx, req, k, sp.id)
+	kaErr := <-kept
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// Refused: nothing was written, and the spare is gone.
+		return 0, nil, true
+	case err != nil:
+		b.unknown(req.Token, k, sp.id)
+		return 0, classify(err), false
+	case errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
+		// The spare expired or was revoked: etcd deletes a lease's keys
+		// in the revoke, so a key the put wrote before it is gone, and a
+		// put after it was refused.
+		if !resp.Succeeded {
+			b.setContended(req.Key, true)
+			return 0, driver.ErrContended, false
+		}
+		return 0, nil, true
+	case kaErr != nil:
+		// The lease's renewal is unknown: it is never granted.
+		if !resp.Succeeded {
+			b.recycle(ttl, sp.id, sp.renewed)
+		} else {
+			b.unknown(req.Token, k, sp.id)
+		}
+		return 0, classify(kaErr), false
+	}
+	fence, err = b.settle(req, ttl, k, sp.id, sent, resp)
+	return fence, err, false
 }
 
 func fenceOf(a *acq, fencing bool) int64 {
@@ -350,7 +425,7 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 // keepAlive renews a's lease for its TTL, and records when it was sent.
 func (b *backend) keepAlive(ctx context.Context, a *acq) error {
 	sent := time.Now()
-	if _, err := b.cli.KeepAliveOnce(ctx, a.lease); err != nil {
+	if err := b.ka.keepAliveOnce(ctx, a.lease); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -448,9 +523,9 @@ func (b *backend) claim(token string, a *acq) bool {
 // released, or its attempt was contended), kept for the next acquisition of
 // the same TTL: an acquire then sends a keep-alive, which needs no write
 // through consensus, where a grant needs one. Each lease still carries one
-// acquisition's key at a time, and a lease is taken only after a keep-alive
-// sent by the new acquisition succeeded, so the TTL counts from after its
-// send, as a grant's would.
+// acquisition's key at a time, and an acquisition on a spare is granted only
+// once a keep-alive it sent succeeded (sent with its put: acquireOnSpare), so
+// the TTL counts from after that send, as a grant's would.
 type spare struct {
 	id      clientv3.LeaseID
 	renewed time.Time // when its last grant or keep-alive was sent
@@ -459,9 +534,10 @@ type spare struct {
 // maxSpares bounds the spare leases kept per TTL.
 const maxSpares = 64
 
-// lease is a lease of ttl seconds for a new acquisition, and when the grant
-// or keep-alive that made it live for ttl was sent: a spare kept alive, or
-// a new grant.
+// lease is a lease of ttl seconds for a queue join, and when the grant or
+// keep-alive that made it live for ttl was sent: a spare kept alive, or a
+// new grant. (Acquire overlaps a spare's keep-alive with its put:
+// acquireOnSpare.)
 func (b *backend) lease(ctx context.Context, ttl int64) (clientv3.LeaseID, time.Time, error) {
 	for {
 		sp, ok := b.takeSpare(ttl)
@@ -469,7 +545,7 @@ func (b *backend) lease(ctx context.Context, ttl int64) (clientv3.LeaseID, time.
 			break
 		}
 		sent := time.Now()
-		_, err := b.cli.KeepAliveOnce(ctx, sp.id)
+		err := b.ka.keepAliveOnce(ctx, sp.id)
 		if err == nil {
 			return sp.id, sent, nil
 		}
@@ -564,6 +640,7 @@ func (b *backend) Close() error {
 		b.revokeLater(id)
 	}
 	b.bg.Wait()
+	b.ka.close()
 	return nil
 }
 

@@ -339,3 +339,81 @@ func TestPrefixKeys(t *testing.T) {
 		t.Errorf("a key with a NUL byte: %v, want a final error", err)
 	}
 }
+
+// A spare lease revoked behind the backend's back (or expired) is never used:
+// the next acquire, whose put on that lease etcd refuses, is granted on a new
+// lease that lives; a contended attempt on such a spare answers contended.
+func TestRevokedSpare(t *testing.T) {
+	c := testserver.StartEtcd(t, 1)
+	cli := newCli(t, c)
+	be := openBackend(t, cli)
+	ctx := ctxT(t, 20*time.Second)
+	leaseOf := func(tok string) clientv3.LeaseID {
+		t.Helper()
+		r, err := cli.Get(ctx, etcd.Key("r", tok))
+		if err != nil || len(r.Kvs) != 1 {
+			t.Fatalf("key of %s: %v %v", tok, r, err)
+		}
+		return clientv3.LeaseID(r.Kvs[0].Lease)
+	}
+	revoke := func(id clientv3.LeaseID) {
+		t.Helper()
+		if _, err := cli.Revoke(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquire := func(tok string) error {
+		_, err := be.Acquire(ctx, &driver.Request{Key: "r", Token: tok, TTL: ttl, Fencing: true})
+		return err
+	}
+	release := func(tok string) {
+		t.Helper()
+		if held, err := be.Release(ctx, "r", tok); err != nil || !held {
+			t.Fatalf("release %s: %v %v", tok, held, err)
+		}
+	}
+	if err := acquire("A"); err != nil {
+		t.Fatal(err)
+	}
+	dead := leaseOf("A")
+	release("A") // its lease is kept as a spare
+	revoke(dead)
+	if err := acquire("B"); err != nil {
+		t.Fatalf("acquire on a revoked spare: %v, want granted on a new lease", err)
+	}
+	live := leaseOf("B")
+	if live == dead {
+		t.Fatalf("B granted on the revoked lease %x", dead)
+	}
+	if r, err := cli.TimeToLive(ctx, live); err != nil || r.TTL <= 0 {
+		t.Fatalf("B's lease %x: %v %v, want live", live, r, err)
+	}
+
+	// A contended attempt leaves its lease as a spare; revoked, the next
+	// contended attempt on it answers contended.
+	if err := acquire("C"); !errors.Is(err, driver.ErrContended) {
+		t.Fatalf("C: %v, want ErrContended", err)
+	}
+	before, err := cli.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range before.Leases {
+		if l.ID != live {
+			revoke(l.ID) // C's spare
+		}
+	}
+	if err := acquire("D"); !errors.Is(err, driver.ErrContended) {
+		t.Fatalf("D on a revoked spare while B holds: %v, want ErrContended", err)
+	}
+	if k := keysOf(t, cli, "r"); len(k) != 1 || k[0] != etcd.Key("r", "B") {
+		t.Fatalf("keys %q, want only B's", k)
+	}
+	release("B")
+	if err := acquire("E"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cli.TimeToLive(ctx, leaseOf("E")); err != nil || r.TTL <= 0 {
+		t.Fatalf("E's lease: %v %v, want live", r, err)
+	}
+}
