@@ -39,6 +39,16 @@ type Request struct {
 	// without replicas ignore it.
 	Replicas       int
 	ReplicaTimeout time.Duration
+
+	// TTLFrom is set by Acquire, when it grants on a TTL that the store
+	// began counting before this call (a lease renewed a moment earlier,
+	// reused without a renewal of its own: etcd's recent spare lease), to a
+	// local time no later than that start: the send of that earlier
+	// renewal. The Client then counts the lease's validity from TTLFrom
+	// instead of from its send of Acquire. Zero (the Client clears it before
+	// every call): from the send. A backend that wraps another passes the
+	// same Request, or copies TTLFrom back.
+	TTLFrom time.Time
 }
 
 // Backend is where leases live.

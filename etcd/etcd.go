@@ -42,11 +42,15 @@
 //     fsync on a majority), a keep-alive is not. A lease carries one key at a
 //     time, and its TTL counts from the new acquisition's keep-alive, sent
 //     together with the put (no round trip of its own); the acquisition is
-//     granted only when both succeeded. Close revokes them.
+//     granted only when both succeeded. A spare renewed less than a
+//     twentieth of its TTL ago gets no keep-alive: the put alone, and its TTL
+//     counts from that earlier renewal's send (driver.Request.TTLFrom).
+//     Close revokes them.
 //
 // Validity is the Client's: it counts a lease from the send of the Acquire or
-// Extend that granted or renewed it, and the server counts it from when it
-// granted or renewed it, which is later. The backend keeps no session: its
+// Extend that granted or renewed it (for an acquisition on a spare renewed a
+// moment earlier, from that renewal's send), and the server counts it from
+// when it granted or renewed it, which is later. The backend keeps no session: its
 // keep-alives share one LeaseKeepAlive stream (opened at the first, and again
 // after it breaks), each sent for one acquire, extend or queue attempt and
 // awaited by it within its ctx; nothing counts from an answer's arrival.
@@ -317,20 +321,31 @@ func (b *backend) settle(req *driver.Request, ttl int64, k string, lease clientv
 	return fenceOf(a, req.Fencing), nil
 }
 
-// acquireOnSpare is an attempt on a spare lease: its keep-alive and the put
-// are sent together and both awaited, so the keep-alive costs no round trip
-// of its own. The attempt is granted only when both succeeded: the put wrote
-// the key while the spare still lived (it was kept alive within the last
-// half TTL), and the keep-alive, sent after the Client's send of the
-// attempt, keeps the lease for ttl from after that send. again: the spare
-// was gone (expired, or revoked) and nothing of this attempt remains; the
-// caller tries again on a new grant.
+// acquireOnSpare is an attempt on a spare lease. A spare whose last
+// renewal was sent less than ttl/reuseWithin ago is used as it is: the put
+// alone, one request, and a grant reports that renewal's send as the start
+// of its TTL (req.TTLFrom), which the server counts from a moment after it
+// and never shortens (a new leader only extends a lease's remaining TTL), so
+// the lease loses at most ttl/reuseWithin of its validity. An older spare's
+// keep-alive and the put are sent together and both awaited, so the
+// keep-alive costs no round trip of its own; the attempt is granted only
+// when both succeeded, and its TTL counts from the keep-alive's send. Either
+// way the put wrote the key while the spare still lived (a put on a lease
+// that expired or was revoked is refused). again: the spare was gone
+// (expired, or revoked) and nothing of this attempt remains; the caller
+// tries again on a new grant.
 func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl int64, k string, sp spare) (fence int64, err error, again bool) {
 	sent := time.Now()
 	kept := make(chan error, 1)
-	go func() {
-		kept <- b.ka.keepAliveOnce(ctx, sp.id)
-	}()
+	recent := time.Since(sp.renewed) < time.Duration(ttl)*time.Second/reuseWithin
+	if recent {
+		sent = sp.renewed // no keep-alive: the TTL counts from that renewal
+		kept <- nil
+	} else {
+		go func() {
+			kept <- b.ka.keepAliveOnce(ctx, sp.id)
+		}()
+	}
 	resp, err := b.put(ctx, req, k, sp.id)
 	kaErr := <-kept
 	switch {
@@ -359,8 +374,17 @@ func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl i
 		return 0, classify(kaErr), false
 	}
 	fence, err = b.settle(req, ttl, k, sp.id, sent, resp)
+	if err == nil && recent {
+		req.TTLFrom = sent
+	}
 	return fence, err, false
 }
+
+// reuseWithin: a spare renewed less than ttl/reuseWithin ago is granted
+// without a keep-alive of its own (acquireOnSpare). At 20 a lease keeps at
+// least 95% of its TTL (less drift), and a lock taken again within 100ms of
+// its last renewal (TTL 2s; 500ms at 10s) costs one request, not two.
+const reuseWithin = 20
 
 func fenceOf(a *acq, fencing bool) int64 {
 	if fencing {
@@ -525,7 +549,9 @@ func (b *backend) claim(token string, a *acq) bool {
 // through consensus, where a grant needs one. Each lease still carries one
 // acquisition's key at a time, and an acquisition on a spare is granted only
 // once a keep-alive it sent succeeded (sent with its put: acquireOnSpare), so
-// the TTL counts from after that send, as a grant's would.
+// the TTL counts from after that send, as a grant's would; or, on a spare
+// renewed less than ttl/reuseWithin ago, with no keep-alive, its TTL counted
+// from that renewal's send.
 type spare struct {
 	id      clientv3.LeaseID
 	renewed time.Time // when its last grant or keep-alive was sent

@@ -181,6 +181,10 @@ func (l Lock) try(ctx, hctx, actx context.Context, hold *obs.Hold, be driver.Bac
 	if err != nil {
 		return nil, ctx, err
 	}
+	if from := pl.req.TTLFrom; !from.IsZero() && from.Before(sent) {
+		// The store counts the TTL from an earlier renewal (TTLFrom).
+		sent = from
+	}
 	return l.grant(ctx, hctx, hold, be, granted{token: token, fence: fence, sent: sent, attempts: attempts, contended: contended, into: &pl.lease}, forDo)
 }
 

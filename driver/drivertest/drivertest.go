@@ -373,8 +373,12 @@ func (s *suite) expiry(t *testing.T) {
 	key := s.prefix(t) + "{expiry}"
 	ttl := s.h.TTL
 	sent := time.Now()
-	if _, err := be.Acquire(ctxFor(t, patience), &driver.Request{Key: key, Token: rand.Text(), TTL: ttl, Fencing: s.caps.Fences}); err != nil {
+	r := &driver.Request{Key: key, Token: rand.Text(), TTL: ttl, Fencing: s.caps.Fences}
+	if _, err := be.Acquire(ctxFor(t, patience), r); err != nil {
 		t.Fatalf("%s: Acquire: %v", s.h.Name, err)
+	}
+	if !r.TTLFrom.IsZero() && r.TTLFrom.Before(sent) {
+		sent = r.TTLFrom // the Client counts from it (Request.TTLFrom)
 	}
 	// The drift the Client allows for (internal/policy.Drift): the server
 	// may count the TTL in whole milliseconds from when it got the request.
