@@ -54,7 +54,8 @@ type Field struct {
 	// like leaving the field out, is 0, and an explicit 0 is refused.
 	NoneMeans string
 	// Phrase is the field's part of a generated domain's doc comment, for
-	// a value > 0 written as v ("2m") and its variable env.
+	// a value > 0 written as v ("2m") and its variable env ("" when the
+	// field has no EnvPrefix).
 	Phrase func(v, env string) string
 }
 
