@@ -177,7 +177,7 @@ func WithoutReplicaWarning(domains ...string) Option {
 
 // WithSharedEnvironment is for services that share one environment (one
 // Kubernetes ConfigMap, say) and so see each other's overrides: an
-// override of a duration (LOCKKIT_TTL_*, or another policy field's,
+// override (LOCKKIT_TTL_*, LOCKKIT_PERMITS_*, or another policy field's,
 // docs/schema.md) that names no domain of this program is logged at Warn by
 // New, once, and ignored, instead of making New fail. The variables that name this program's domains are checked as
 // always. Without it New refuses such a variable, since a mistyped name

@@ -251,18 +251,19 @@ type envOverride struct {
 }
 
 // isOverride reports whether the variable called name overrides a domain's
-// duration: LOCKKIT_TTL_* or another of internal/policy's EnvFields.
+// policy: LOCKKIT_TTL_*, another of internal/policy's EnvFields, or
+// LOCKKIT_PERMITS_*.
 func isOverride(name string) bool {
 	for _, f := range policy.EnvFields() {
 		if strings.HasPrefix(name, f.EnvPrefix) {
 			return true
 		}
 	}
-	return false
+	return strings.HasPrefix(name, policy.EnvPermitsPrefix)
 }
 
-// readOverrides parses every override variable (isOverride, and
-// LOCKKIT_PERMITS_*), keyed by the whole variable name. An invalid
+// readOverrides parses every override variable (isOverride), keyed by the
+// whole variable name. An invalid
 // value is an error naming the variable, never a silent default.
 func readOverrides(environ []string) (map[string]envOverride, error) {
 	var (
