@@ -204,8 +204,9 @@ func WithBreaker(s breaker.Settings) Option {
 // for every backend, and reports the same errors: contention is
 // ErrNotAcquired, a backend failure ErrUnavailable, a loss ErrLockLost. It opens no
 // connections of its own and does not close the clients b was made from. It
-// reads the LOCKKIT_TTL_* environment variables once and fails if one of them
-// is invalid.
+// reads the override variables (LOCKKIT_TTL_*, LOCKKIT_PERMITS_* and the
+// other policy fields' that docs/schema.md lists) once and fails if one of
+// them is invalid.
 func New(b driver.Spec, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
