@@ -179,9 +179,10 @@ func WithoutReplicaWarning(domains ...string) Option {
 // Kubernetes ConfigMap, say) and so see each other's overrides: an
 // override (LOCKKIT_TTL_*, LOCKKIT_PERMITS_*, or another policy field's,
 // docs/schema.md) that names no domain of this program is logged at Warn by
-// New, once, and ignored, instead of making New fail. The variables that name this program's domains are checked as
-// always. Without it New refuses such a variable, since a mistyped name
-// would otherwise override nothing in silence.
+// New, once, and ignored, instead of making New fail. The variables that
+// name this program's domains are checked as always. Without it New refuses
+// such a variable, since a mistyped name would otherwise override nothing in
+// silence.
 func WithSharedEnvironment() Option {
 	return Option{func(c *Client) { c.sharedEnv = true }}
 }

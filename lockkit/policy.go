@@ -263,8 +263,8 @@ func isOverride(name string) bool {
 }
 
 // readOverrides parses every override variable (isOverride), keyed by the
-// whole variable name. An invalid
-// value is an error naming the variable, never a silent default.
+// whole variable name. An invalid value is an error naming the variable,
+// never a silent default.
 func readOverrides(environ []string) (map[string]envOverride, error) {
 	var (
 		out  map[string]envOverride
