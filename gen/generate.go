@@ -8,6 +8,7 @@ import (
 	"go/format"
 	"go/token"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"text/template"
@@ -100,7 +101,7 @@ type domainView struct {
 	Policy   []kv   // the Policy's fields before Retry
 	Retry    []kv   // the Retry's fields; none for a single attempt
 	Fencing  bool
-	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, MaxHold, Kind, Permits
+	Replicas []kv     // the Policy's fields after Fencing: Replicas, ReplicaTimeout, Wait, internal/policy's DurationFields, Kind, Permits
 	TypeDoc  []string // comment lines, without "// "
 	FuncDoc  []string
 	HelpDoc  []string
@@ -245,8 +246,10 @@ func fillDomain(dv *domainView, d *schema.Domain, prefix string, reserved *namer
 	if d.Wait == policy.WaitFIFOName {
 		dv.Replicas = append(dv.Replicas, kv{Key: "Wait", Value: strconv.Quote(policy.WaitFIFOName)})
 	}
-	if d.MaxHold > 0 {
-		dv.Replicas = append(dv.Replicas, kv{Key: "MaxHold", Value: durationExpr(d.MaxHold)})
+	for _, f := range policy.DurationFields() {
+		if v := durationField(d, f); v > 0 {
+			dv.Replicas = append(dv.Replicas, kv{Key: f.GoName, Value: durationExpr(v)})
+		}
 	}
 	if d.Kind != "" && d.Kind != policy.KindLock {
 		dv.Replicas = append(dv.Replicas, kv{Key: "Kind", Value: strconv.Quote(d.Kind)})
@@ -423,13 +426,25 @@ func policyText(d *schema.Domain) string {
 		}
 		parts = append(parts, fmt.Sprintf("waits for %d %s (WAIT, up to %s)", d.Replicas, noun, shortDuration(timeout)))
 	}
-	if d.MaxHold > 0 {
-		parts = append(parts, fmt.Sprintf("held at most %s (%s overrides it)", shortDuration(d.MaxHold), policy.EnvMaxHoldName(d.Name)))
+	for _, f := range policy.DurationFields() {
+		if v := durationField(d, f); v > 0 {
+			env := ""
+			if f.EnvPrefix != "" {
+				env = policy.EnvNameFor(f, d.Name)
+			}
+			parts = append(parts, f.Phrase(shortDuration(v), env))
+		}
 	}
 	if d.Permits > 0 {
 		parts = append(parts, fmt.Sprintf("%d permits (%s overrides it)", d.Permits, policy.EnvPermitsName(d.Name)))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// durationField is d's value of one of internal/policy's DurationFields,
+// read by its GoName.
+func durationField(d *schema.Domain, f policy.Field) time.Duration {
+	return time.Duration(reflect.ValueOf(d).Elem().FieldByName(f.GoName).Int())
 }
 
 // retryText states how long a polling domain waits, exactly: its backoffs

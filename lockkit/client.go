@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -175,12 +176,13 @@ func WithoutReplicaWarning(domains ...string) Option {
 }
 
 // WithSharedEnvironment is for services that share one environment (one
-// Kubernetes ConfigMap, say) and so see each other's overrides: a
-// LOCKKIT_TTL_* or LOCKKIT_MAX_HOLD_* variable that names no domain of this
-// program is logged at Warn by New, once, and ignored, instead of making New
-// fail. The variables that name this program's domains are checked as
-// always. Without it New refuses such a variable, since a mistyped name
-// would otherwise override nothing in silence.
+// Kubernetes ConfigMap, say) and so see each other's overrides: an
+// override (LOCKKIT_TTL_*, LOCKKIT_PERMITS_*, or another policy field's,
+// docs/schema.md) that names no domain of this program is logged at Warn by
+// New, once, and ignored, instead of making New fail. The variables that
+// name this program's domains are checked as always. Without it New refuses
+// such a variable, since a mistyped name would otherwise override nothing in
+// silence.
 func WithSharedEnvironment() Option {
 	return Option{func(c *Client) { c.sharedEnv = true }}
 }
@@ -203,8 +205,9 @@ func WithBreaker(s breaker.Settings) Option {
 // for every backend, and reports the same errors: contention is
 // ErrNotAcquired, a backend failure ErrUnavailable, a loss ErrLockLost. It opens no
 // connections of its own and does not close the clients b was made from. It
-// reads the LOCKKIT_TTL_* environment variables once and fails if one of them
-// is invalid.
+// reads the override variables (LOCKKIT_TTL_*, LOCKKIT_PERMITS_* and the
+// other policy fields' that docs/schema.md lists) once and fails if one of
+// them is invalid.
 func New(b driver.Spec, opts ...Option) (*Client, error) {
 	c := &Client{
 		log:        slog.Default(),
@@ -384,8 +387,9 @@ func RegisterDomains(specs ...DomainSpec) {
 		registered.byEnv = make(map[string]string)
 	}
 	for _, s := range specs {
-		registered.byEnv[policy.EnvName(s.Name)] = s.Name
-		registered.byEnv[policy.EnvMaxHoldName(s.Name)] = s.Name
+		for _, f := range policy.EnvFields() {
+			registered.byEnv[policy.EnvNameFor(f, s.Name)] = s.Name
+		}
 		registerKeys(pkg, s)
 		registered.byEnv[policy.EnvPermitsName(s.Name)] = s.Name
 	}
@@ -483,7 +487,7 @@ func (c *Client) dropOthersOverrides(environ []string) []string {
 	kept := environ[:0:0]
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, policy.EnvTTLPrefix) || strings.HasPrefix(name, policy.EnvMaxHoldPrefix) {
+		if isOverride(name) {
 			if _, ok := registered.byEnv[name]; !ok {
 				c.log.Warn("lockkit: ignoring an override that names no lock domain of this program (WithSharedEnvironment)", "variable", name)
 				continue
@@ -554,10 +558,19 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		}
 		p.TTL = ttl
 	}
-	maxHoldEnv := policy.EnvMaxHoldName(spec.Name)
-	maxHold, maxHoldOverridden := c.env[maxHoldEnv]
-	if maxHoldOverridden {
-		p.MaxHold = maxHold.d
+	// The other duration fields' overrides (internal/policy's
+	// DurationFields with an EnvPrefix), each named in the error of a
+	// policy that fails with it.
+	var fieldOverrides []string
+	for _, f := range policy.DurationFields() {
+		if f.EnvPrefix == "" {
+			continue
+		}
+		fenv := policy.EnvNameFor(f, spec.Name)
+		if o, ok := c.env[fenv]; ok {
+			reflect.ValueOf(&p).Elem().FieldByName(f.GoName).SetInt(int64(o.d))
+			fieldOverrides = append(fieldOverrides, fmt.Sprintf("with the %s %v from %s", f.Words(), o.d, fenv))
+		}
 	}
 	permitsEnv := policy.EnvPermitsName(spec.Name)
 	permits, permitsOverridden := c.env[permitsEnv]
@@ -578,8 +591,8 @@ func (c *Client) Domain(spec DomainSpec) *Domain {
 		if overridden {
 			err = fmt.Errorf("%w (with the TTL %v from %s)", err, ttl, env)
 		}
-		if maxHoldOverridden {
-			err = fmt.Errorf("%w (with the max hold %v from %s)", err, maxHold.d, maxHoldEnv)
+		for _, o := range fieldOverrides {
+			err = fmt.Errorf("%w (%s)", err, o)
 		}
 		if permitsOverridden {
 			err = fmt.Errorf("%w (with the permits %d from %s)", err, permits.n, permitsEnv)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -178,8 +179,11 @@ func (p Policy) validate(cmdTimeout time.Duration) error {
 	} else if err := policy.CheckWait(w, r.Attempts, r.MaxWait, p.Replicas); err != nil {
 		errs = append(errs, err)
 	}
-	if err := policy.CheckMaxHold(p.TTL, p.MaxHold); err != nil {
-		errs = append(errs, err)
+	for _, f := range policy.DurationFields() {
+		v := time.Duration(reflect.ValueOf(p).FieldByName(f.GoName).Int())
+		if err := f.Check(v, p.TTL); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := policy.CheckKind(p.Kind, p.Permits); err != nil {
 		errs = append(errs, err)
@@ -239,16 +243,28 @@ func (r Retry) newBackOff() backoff.BackOff {
 // Attempts > 1, or 0 with a MaxWait (after withDefaults).
 func (r *Retry) retries() bool { return r.Attempts != 1 }
 
-// envOverride is one checked LOCKKIT_* override: a duration (TTL, max
-// hold) or a count (permits).
+// envOverride is one checked LOCKKIT_* override: a duration (one of
+// internal/policy's EnvFields: the TTL and the like) or a count (permits).
 type envOverride struct {
 	d time.Duration
 	n int
 }
 
-// readOverrides parses every LOCKKIT_TTL_*, LOCKKIT_MAX_HOLD_* and
-// LOCKKIT_PERMITS_* variable, keyed by the whole variable name. An invalid
-// value is an error naming the variable, never a silent default.
+// isOverride reports whether the variable called name overrides a domain's
+// policy: LOCKKIT_TTL_*, another of internal/policy's EnvFields, or
+// LOCKKIT_PERMITS_*.
+func isOverride(name string) bool {
+	for _, f := range policy.EnvFields() {
+		if strings.HasPrefix(name, f.EnvPrefix) {
+			return true
+		}
+	}
+	return strings.HasPrefix(name, policy.EnvPermitsPrefix)
+}
+
+// readOverrides parses every override variable (isOverride), keyed by the
+// whole variable name. An invalid value is an error naming the variable,
+// never a silent default.
 func readOverrides(environ []string) (map[string]envOverride, error) {
 	var (
 		out  map[string]envOverride
@@ -267,14 +283,19 @@ func readOverrides(environ []string) (map[string]envOverride, error) {
 	}
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		var parse parser
-		switch {
-		case !ok:
+		if !ok {
 			continue
-		case strings.HasPrefix(name, policy.EnvTTLPrefix):
-			parse = duration(policy.CheckTTL)
-		case strings.HasPrefix(name, policy.EnvMaxHoldPrefix):
-			parse = duration(func(d time.Duration) error { return policy.CheckMaxHold(0, d) }) // its ttl is checked by Client.Domain
+		}
+		var parse parser
+		for _, f := range policy.EnvFields() {
+			if strings.HasPrefix(name, f.EnvPrefix) {
+				// The value's own rule; against the ttl, Client.Domain checks it.
+				parse = duration(func(d time.Duration) error { return f.Check(d, 0) })
+				break
+			}
+		}
+		switch {
+		case parse != nil:
 		case strings.HasPrefix(name, policy.EnvPermitsPrefix):
 			parse = func(val string) (envOverride, string, error) {
 				n, err := strconv.Atoi(strings.TrimSpace(val))

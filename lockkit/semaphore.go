@@ -15,7 +15,7 @@ import (
 // slots, each an ordinary lock key (the semaphore's key, then
 // ":permit:<i>", in its Redis Cluster hash tag), so a permit has what a
 // lock's lease has: renewal, loss reporting (fn's ctx cancelled with a
-// cause matching ErrLockLost), MaxHold, and a fence per slot (Lease.Key
+// cause matching ErrLockLost), the policy's fields, and a fence per slot (Lease.Key
 // names the slot: a resource fences permit holders per Lease.Key). No
 // two valid leases share a slot, so no more than Permits are valid at
 // once, on every backend that passes driver/drivertest.

@@ -18,6 +18,7 @@ func TestSharedEnvironment(t *testing.T) {
 	RegisterDomains(DomainSpec{Name: "shared_own"})
 	t.Setenv("LOCKKIT_TTL_BILLING_INVOICE", "9s")
 	t.Setenv("LOCKKIT_MAX_HOLD_BILLING_INVOICE", "not a duration") // another service's mistake
+	t.Setenv("LOCKKIT_PERMITS_BILLING_INVOICE", "3")
 	t.Setenv("LOCKKIT_TTL_SHARED_OWN", "7s")
 
 	// The default stays strict.
@@ -34,7 +35,7 @@ func TestSharedEnvironment(t *testing.T) {
 	if p := c.Domain(DomainSpec{Name: "shared_own", Policy: Policy{TTL: 30 * time.Second}}).Policy(); p.TTL != 7*time.Second {
 		t.Errorf("own domain's TTL = %v, want 7s from LOCKKIT_TTL_SHARED_OWN", p.TTL)
 	}
-	for _, name := range []string{"LOCKKIT_TTL_BILLING_INVOICE", "LOCKKIT_MAX_HOLD_BILLING_INVOICE"} {
+	for _, name := range []string{"LOCKKIT_TTL_BILLING_INVOICE", "LOCKKIT_MAX_HOLD_BILLING_INVOICE", "LOCKKIT_PERMITS_BILLING_INVOICE"} {
 		if n := strings.Count(logs.String(), name); n != 1 {
 			t.Errorf("%s is logged %d times, want once:\n%s", name, n, logs.String())
 		}

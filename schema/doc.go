@@ -28,9 +28,10 @@
 // be right: unknown keys (with the valid ones), wrong types, missing or
 // unsupported version, bad durations and retry values, renew >= ttl,
 // negative replicas, replica_timeout without replicas or not shorter than ttl
-// (the default 50ms too, when replicas > 0), max_hold not above ttl, names and Go names that are
-// malformed, duplicated or collide with the generated code, malformed
-// patterns, and descriptions holding a character their doc comment must not
+// (the default 50ms too, when replicas > 0), any other policy field that
+// breaks its rule, alone or against the ttl (docs/schema.md), names and Go
+// names that are malformed, duplicated or collide with the generated code,
+// malformed patterns, and descriptions holding a character their doc comment must not
 // carry: a byte order mark (U+FEFF), a control character other than tab and
 // newline, U+2028 or U+2029, or a bidirectional control (U+202A–U+202E,
 // U+2066–U+2069); the error points at the character.

@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"io"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -370,7 +371,8 @@ type settings struct {
 	replicas       setting[int]
 	replicaTimeout setting[time.Duration]
 	wait           setting[policy.Wait]
-	maxHold        setting[time.Duration] // 0: "none", no cap
+	// durations are internal/policy's DurationFields, by name: 0 is none.
+	durations map[string]setting[time.Duration]
 }
 
 type retrySettings struct {
@@ -446,7 +448,9 @@ func (p *parser) file(root *yaml.Node) *File {
 				p.checkRenew(label, defaults.ttl, defaults.renew, nil)
 			}
 			p.checkReplicas(label, defaults, settings{})
-			p.checkMaxHold(label, defaults.ttl, defaults.maxHold, false)
+			for _, fd := range policy.DurationFields() {
+				p.checkAgainstTTL(fd, label, defaults.ttl, defaults.durations[fd.Name], false)
+			}
 		}
 	}
 
@@ -584,40 +588,56 @@ func (p *parser) settings(m map[string]entry, label string) settings {
 			}
 		}
 	}
-	if e, ok := m["max_hold"]; ok {
-		s.maxHold.node = e.val
-		if e.val.Kind == yaml.ScalarNode && e.val.Value == "none" {
-			s.maxHold = setting[time.Duration]{0, true, e.val}
-		} else if d, ok := p.durationOr(e, label, `, or "none" for no cap`); ok {
-			// The rule against the ttl is checked where both are known.
-			err := policy.CheckMaxHold(0, d)
-			if err == nil && d == 0 {
-				err = fmt.Errorf(`max_hold must be > 0 (got %q); write "none" or leave it out for no cap`, e.val.Value)
-			}
-			if err != nil {
-				p.add(pos(e.val), "%s: %v", label, err)
-			} else {
-				s.maxHold = setting[time.Duration]{d, true, e.val}
-			}
+	s.durations = make(map[string]setting[time.Duration])
+	for _, fd := range policy.DurationFields() {
+		if e, ok := m[fd.Name]; ok {
+			s.durations[fd.Name] = p.durationField(fd, e, label)
 		}
 	}
 	return s
 }
 
-// checkMaxHold checks that a max hold is above the ttl (internal/policy's
-// rule). It reports at the max hold, or at the ttl when the ttl is the
-// domain's own and the max hold comes from defaults.
-func (p *parser) checkMaxHold(label string, ttl, maxHold setting[time.Duration], ttlOwnOnly bool) {
-	if !ttl.set || !maxHold.set {
+// durationField reads one of internal/policy's DurationFields: none (when
+// its declaration allows it) or a duration that passes its Check. The rule
+// against the ttl is checked where both are known (checkAgainstTTL).
+func (p *parser) durationField(fd policy.Field, e entry, label string) setting[time.Duration] {
+	s := setting[time.Duration]{node: e.val}
+	alternative := ""
+	if fd.NoneMeans != "" {
+		if e.val.Kind == yaml.ScalarNode && e.val.Value == "none" {
+			return setting[time.Duration]{0, true, e.val}
+		}
+		alternative = `, or "none" for ` + fd.NoneMeans
+	}
+	d, ok := p.durationOr(e, label, alternative)
+	if !ok {
+		return s
+	}
+	err := fd.Check(d, 0)
+	if err == nil && d == 0 && fd.NoneMeans != "" {
+		err = fmt.Errorf(`%s must be > 0 (got %q); write "none" or leave it out for %s`, fd.Name, e.val.Value, fd.NoneMeans)
+	}
+	if err != nil {
+		p.add(pos(e.val), "%s: %v", label, err)
+		return s
+	}
+	return setting[time.Duration]{d, true, e.val}
+}
+
+// checkAgainstTTL checks one of internal/policy's DurationFields, v, against
+// the ttl (its Check). It reports at v, or at the ttl when the ttl is the
+// domain's own and v comes from defaults.
+func (p *parser) checkAgainstTTL(fd policy.Field, label string, ttl, v setting[time.Duration], ttlOwnOnly bool) {
+	if !ttl.set || !v.set {
 		return
 	}
-	err := policy.CheckMaxHold(ttl.val, maxHold.val)
+	err := fd.Check(v.val, ttl.val)
 	if err == nil {
 		return
 	}
-	at, note := maxHold.node, ""
+	at, note := v.node, ""
 	if ttlOwnOnly {
-		at, note = ttl.node, fmt.Sprintf(" (max_hold %s is from defaults, line %d)", maxHold.node.Value, maxHold.node.Line)
+		at, note = ttl.node, fmt.Sprintf(" (%s %s is from defaults, line %d)", fd.Name, v.node.Value, v.node.Line)
 	}
 	p.add(pos(at), "%s: %v%s", label, err, note)
 }
@@ -973,16 +993,18 @@ func (p *parser) domain(n *yaml.Node, defaults settings, defaultRetry Retry) *Do
 		}
 		p.checkRenew(de.label, ttl, renew, at)
 	}
-	maxHold := own.maxHold
-	if maxHold.node == nil {
-		maxHold = defaults.maxHold
-	}
-	if maxHold.set {
-		d.MaxHold = maxHold.val
-	}
-	// When both come from defaults it was checked there, once.
-	if own.ttl.set || own.maxHold.set {
-		p.checkMaxHold(de.label, ttl, maxHold, own.ttl.set && !own.maxHold.set)
+	for _, fd := range policy.DurationFields() {
+		v := own.durations[fd.Name]
+		if v.node == nil {
+			v = defaults.durations[fd.Name]
+		}
+		if v.set {
+			reflect.ValueOf(d).Elem().FieldByName(fd.GoName).SetInt(int64(v.val))
+		}
+		// When both come from defaults it was checked there, once.
+		if own.ttl.set || own.durations[fd.Name].set {
+			p.checkAgainstTTL(fd, de.label, ttl, v, own.ttl.set && !own.durations[fd.Name].set)
+		}
 	}
 	d.Fencing = defaults.fencing.val
 	if own.fencing.set {

@@ -6,11 +6,11 @@ import (
 	"github.com/lockkit/lockkit/internal/telnames"
 )
 
-// The number of outcomes and lost causes: telemetry's last constant of each
-// plus one. TestOutcomeRange fails if telemetry gains a constant after them.
+// The number of outcomes and lost causes: telemetry's counts of each.
+// TestOutcomeRange ties them to telemetry's String.
 const (
-	numOutcomes   = int(telnames.OutcomeLost) + 1
-	numLostCauses = int(telnames.LostMaxHold) + 1
+	numOutcomes   = int(telnames.NumOutcomes)
+	numLostCauses = int(telnames.NumLostCauses)
 )
 
 // validOutcome is o, or OutcomeError when o is out of range: the same rule as

@@ -1,5 +1,11 @@
 package policy
 
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
 // Field declares one setting of a domain's policy, once: its key in
 // lockkit.yaml, its Go name and type, its default, its rule and its doc. The
 // declaration is the reference the other places are built from or tested
@@ -31,7 +37,67 @@ type Field struct {
 	// DomainOnly marks a field that only a domain may set, never defaults:
 	// what the domain is (its kind) rather than how it behaves.
 	DomainOnly bool
+
+	// The fields below are set on duration fields only.
+
+	// Check reports a value that breaks Rule, for a domain whose ttl is
+	// ttl; with ttl 0 (not known yet: a value read from the environment or
+	// from defaults without a ttl) it checks the value's own rule only.
+	// The schema (at load) and lockkit.Policy (when a client binds the
+	// domain) both call it.
+	Check func(v, ttl time.Duration) error
+	// EnvPrefix, when set, starts the environment variables that override
+	// the field at run time: EnvPrefix + NAME = <Go duration>, NAME spelled
+	// as EnvName spells it (EnvNameFor).
+	EnvPrefix string
+	// NoneMeans, when set, is what the value none means ("no cap"): none,
+	// like leaving the field out, is 0, and an explicit 0 is refused.
+	NoneMeans string
+	// Phrase is the field's part of a generated domain's doc comment, for
+	// a value > 0 written as v ("2m") and its variable env ("" when the
+	// field has no EnvPrefix).
+	Phrase func(v, env string) string
 }
+
+// DurationFields are the duration fields declared whole here, every one
+// with a Check but ttl (whose rules shape renew's and the others', and
+// which every domain has): their rules, none, environment override and
+// generated doc come from their declarations, and the schema parser, the
+// generator and lockkit handle them in one loop, reading and writing
+// schema.Domain and lockkit.Policy by GoName. A domain that leaves one out
+// gets 0.
+func DurationFields() []Field {
+	var fs []Field
+	for _, f := range Fields {
+		if f.Check != nil && f.Name != "ttl" {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// EnvFields are the fields the environment may override at run time (with
+// an EnvPrefix), in order.
+func EnvFields() []Field {
+	var fs []Field
+	for _, f := range Fields {
+		if f.EnvPrefix != "" {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// EnvNameFor is the variable that overrides f on domain: f.EnvPrefix and
+// the domain spelled as EnvName spells it (max_hold on user_digest →
+// LOCKKIT_MAX_HOLD_USER_DIGEST).
+func EnvNameFor(f Field, domain string) string {
+	return f.EnvPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
+}
+
+// Words is the field's name in prose: its Name with spaces for
+// underscores ("max hold").
+func (f Field) Words() string { return strings.ReplaceAll(f.Name, "_", " ") }
 
 // Description is the field's text in the JSON Schema: its doc, its rule,
 // its default.
@@ -52,8 +118,10 @@ func (f Field) Description() string {
 var Fields = []Field{
 	{
 		Name: "ttl", GoName: "TTL", Type: "time.Duration",
-		Doc:  "How long a lease lives on the server without renewal, e.g. 10s.",
-		Rule: "A Go duration, whole milliseconds, at least 10ms; required on the domain or under defaults.",
+		Doc:       "How long a lease lives on the server without renewal, e.g. 10s.",
+		Rule:      "A Go duration, whole milliseconds, at least 10ms; required on the domain or under defaults.",
+		Check:     func(v, _ time.Duration) error { return CheckTTL(v) },
+		EnvPrefix: EnvTTLPrefix,
 	},
 	{
 		Name: "renew", GoName: "Renew", Type: "time.Duration", Default: "ttl/3",
@@ -93,8 +161,27 @@ var Fields = []Field{
 	},
 	{
 		Name: "max_hold", GoName: "MaxHold", Type: "time.Duration", Default: "none",
-		Doc:  "Cap on how long one lease may be held in total, counted from the start of its acquisition: renewal never extends the lease past it, and at the cap the lease is lost (fn's ctx is cancelled with a cause matching ErrLockLost that names the max hold).",
-		Rule: "A Go duration above ttl, whole milliseconds; none (the default) means no cap.",
+		Doc:       "Cap on how long one lease may be held in total, counted from the start of its acquisition: renewal never extends the lease past it, and at the cap the lease is lost (fn's ctx is cancelled with a cause matching ErrLockLost that names the max hold).",
+		Rule:      "A Go duration above ttl, whole milliseconds; none (the default) means no cap.",
+		EnvPrefix: "LOCKKIT_MAX_HOLD_",
+		NoneMeans: "no cap",
+		// It must be above the TTL (a lease is granted for a whole TTL),
+		// and counted in whole milliseconds, the unit of every backend's
+		// expiries. 0 means no cap.
+		Check: func(maxHold, ttl time.Duration) error {
+			switch {
+			case maxHold == 0:
+				return nil
+			case maxHold < 0:
+				return fmt.Errorf("max_hold must be > 0, or left out for no cap (got %v)", maxHold)
+			case maxHold%time.Millisecond != 0:
+				return fmt.Errorf("max_hold must be a whole number of milliseconds (got %v)", maxHold)
+			case ttl > 0 && maxHold <= ttl:
+				return fmt.Errorf("max_hold %v must be above the ttl %v: a lease is granted for a whole ttl, so a cap not above it would end every lease at its first grant", maxHold, ttl)
+			}
+			return nil
+		},
+		Phrase: func(v, env string) string { return fmt.Sprintf("held at most %s (%s overrides it)", v, env) },
 	},
 	{
 		Name: "kind", GoName: "Kind", Type: "string", Default: KindLock, DomainOnly: true,

@@ -2,16 +2,19 @@ package policy_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/gen"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/lockkit"
+	"github.com/lockkit/lockkit/lockkittest"
 	"github.com/lockkit/lockkit/schema"
 )
 
@@ -237,10 +240,104 @@ domains:
 // Each field's run-time override names its variable from the domain name
 // in the same way.
 func TestEnvNames(t *testing.T) {
-	if got := policy.EnvMaxHoldName("user_digest"); got != "LOCKKIT_MAX_HOLD_USER_DIGEST" {
-		t.Errorf("EnvMaxHoldName = %q", got)
+	f, _ := policy.FieldNamed("max_hold")
+	if got := policy.EnvNameFor(f, "user_digest"); got != "LOCKKIT_MAX_HOLD_USER_DIGEST" {
+		t.Errorf("EnvNameFor(max_hold) = %q", got)
+	}
+	f, _ = policy.FieldNamed("ttl")
+	if got, want := policy.EnvNameFor(f, "user_digest"), policy.EnvName("user_digest"); got != want {
+		t.Errorf("EnvNameFor(ttl) = %q, want %q", got, want)
 	}
 	if got := policy.EnvPermitsName("partner_api"); got != "LOCKKIT_PERMITS_PARTNER_API" {
 		t.Errorf("EnvPermitsName = %q", got)
+	}
+}
+
+// The fields handled by loop (DurationFields, EnvFields) are durations with
+// a Check, as the loops in schema, gen and lockkit assume; a field handled
+// whole by its declaration documents itself in generated code; and the
+// loops cover max_hold.
+func TestDurationFieldsDeclared(t *testing.T) {
+	names := map[string]bool{}
+	for _, f := range append(policy.DurationFields(), policy.EnvFields()...) {
+		names[f.Name] = true
+		if f.Type != "time.Duration" || f.Check == nil {
+			t.Errorf("%s: type %s, Check set %v; the loops over it need a time.Duration with a Check", f.Name, f.Type, f.Check != nil)
+		}
+	}
+	for _, f := range policy.DurationFields() {
+		if f.Phrase == nil {
+			t.Errorf("%s has no Phrase for the generated doc comment", f.Name)
+		}
+		if err := f.Check(0, 0); err != nil && f.NoneMeans != "" {
+			t.Errorf("%s: 0 means %s, but Check(0) = %v", f.Name, f.NoneMeans, err)
+		}
+	}
+	for _, name := range []string{"ttl", "max_hold"} {
+		if !names[name] {
+			t.Errorf("%s is in neither DurationFields nor EnvFields", name)
+		}
+	}
+}
+
+// Each of the DurationFields goes the whole way from its declaration alone:
+// lockkit.yaml (on a domain, under defaults, none) → schema.Domain →
+// the generated DomainSpec and its doc → lockkit.Policy, and an
+// EnvPrefix'd one is overridden at run time by EnvNameFor's variable. A
+// field added to the declaration with a Check is carried by every loop, or
+// this fails where it is not.
+func TestDurationFieldsRoundTrip(t *testing.T) {
+	const ttl, v, env = 10 * time.Second, time.Minute, 2 * time.Minute
+	for _, f := range policy.DurationFields() {
+		t.Run(f.Name, func(t *testing.T) {
+			if err := f.Check(v, ttl); err != nil {
+				t.Fatalf("Check(%v, ttl %v) = %v; choose values this test can use", v, ttl, err)
+			}
+			name := "rt_" + f.Name
+			yml := fmt.Sprintf("version: 1\npackage: locks\ndefaults: {%[1]s: 1m}\ndomains:\n  - {pattern: \"own:{id}\", name: %[2]s, ttl: 10s, %[1]s: 1m}\n  - {pattern: \"inherited:{id}\", ttl: 10s}\n", f.Name, name)
+			if f.NoneMeans != "" {
+				yml += fmt.Sprintf("  - {pattern: \"none:{id}\", ttl: 10s, %s: none}\n", f.Name)
+			}
+			file, err := schema.Parse("rt.yaml", []byte(yml))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range []time.Duration{v, v, 0}[:len(file.Domains)] {
+				d := file.Domains[i]
+				if got := time.Duration(reflect.ValueOf(d).Elem().FieldByName(f.GoName).Int()); got != want {
+					t.Errorf("schema: domain %s's %s = %v, want %v", d.Name, f.GoName, got, want)
+				}
+			}
+			out, err := gen.Generate(file, gen.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := strings.Count(string(out), "\t"+f.GoName+": time.Minute,\n"); n != 2 {
+				t.Errorf("gen: %s: time.Minute is written %d times, want 2 (own, inherited):\n%s", f.GoName, n, out)
+			}
+			variable := ""
+			if f.EnvPrefix != "" {
+				variable = policy.EnvNameFor(f, name)
+			}
+			comments := strings.ReplaceAll(string(out), "\n// ", " ")
+			if phrase := f.Phrase("1m", variable); !strings.Contains(comments, phrase) {
+				t.Errorf("gen: the doc comments do not say %q:\n%s", phrase, out)
+			}
+			if f.EnvPrefix == "" {
+				return
+			}
+			spec := lockkit.DomainSpec{Name: name, Policy: lockkit.Policy{TTL: ttl}}
+			reflect.ValueOf(&spec.Policy).Elem().FieldByName(f.GoName).SetInt(int64(v))
+			lockkit.RegisterDomains(spec)
+			t.Setenv(variable, env.String())
+			d := lockkittest.NewClient(t).Domain(spec)
+			if d.Err() != nil {
+				t.Fatal(d.Err())
+			}
+			p := d.Policy()
+			if got := time.Duration(reflect.ValueOf(p).FieldByName(f.GoName).Int()); got != env {
+				t.Errorf("lockkit: %s under %s=%v is %v", f.GoName, variable, env, got)
+			}
+		})
 	}
 }

@@ -509,33 +509,6 @@ func FIFODeadWaiterBound(ttl time.Duration) time.Duration {
 	return min(ttl, FIFOWaiterTTL) + FIFOFallback
 }
 
-// CheckMaxHold reports a max hold that cannot cap a lease of ttl: it must be
-// above the TTL (a lease is granted for a whole TTL), and counted in whole
-// milliseconds, the unit of every backend's expiries. 0 means no cap.
-func CheckMaxHold(ttl, maxHold time.Duration) error {
-	switch {
-	case maxHold == 0:
-		return nil
-	case maxHold < 0:
-		return fmt.Errorf("max_hold must be > 0, or left out for no cap (got %v)", maxHold)
-	case maxHold%time.Millisecond != 0:
-		return fmt.Errorf("max_hold must be a whole number of milliseconds (got %v)", maxHold)
-	case ttl > 0 && maxHold <= ttl:
-		return fmt.Errorf("max_hold %v must be above the ttl %v: a lease is granted for a whole ttl, so a cap not above it would end every lease at its first grant", maxHold, ttl)
-	}
-	return nil
-}
-
-// EnvMaxHoldPrefix starts the environment variables that override a
-// domain's max hold at run time: LOCKKIT_MAX_HOLD_<NAME>=<Go duration>, 0
-// for no cap. NAME is spelled as for EnvTTLPrefix.
-const EnvMaxHoldPrefix = "LOCKKIT_MAX_HOLD_"
-
-// EnvMaxHoldName is the variable that overrides domain's max hold.
-func EnvMaxHoldName(domain string) string {
-	return EnvMaxHoldPrefix + strings.TrimPrefix(EnvName(domain), EnvTTLPrefix)
-}
-
 // The kinds of domain (lockkit.yaml's kind). The empty kind is a lock.
 const (
 	// KindLock is mutual exclusion: one holder per key (the default).
