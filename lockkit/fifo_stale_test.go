@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,16 @@ func TestFIFOLatePushIsNotAGrant(t *testing.T) {
 		h.mu.Lock()
 		nbad := len(h.bad)
 		h.mu.Unlock()
+		// X holds its 100ms lease for 500ms, renewed every 10ms with a 50ms
+		// command timeout: a process starved of CPU that long (a CPU hog on
+		// one of two cores, the rehearsal that failed so) loses it, and Do
+		// reports the loss. That is X acquiring and the Client telling the
+		// truth, not the stale push this test is about (W's, whose lease
+		// the checks inside fn judge), so X's Do may end so once its fn ran.
+		if errors.Is(ex, ErrLockLost) && slices.Contains(order, "X") {
+			t.Logf("round %d: X acquired and then lost its 100ms lease under load: %v", round, ex)
+			ex = nil
+		}
 		if ew != nil || ex != nil {
 			h.fail("round %d: W's Do = %v, X's Do = %v; want both to acquire", round, ew, ex)
 		}
