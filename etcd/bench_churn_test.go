@@ -14,9 +14,10 @@ import (
 // BenchmarkKeyChurn: what a new etcd key per acquisition costs. Each
 // iteration runs, in alternating order, lockkit's two transactions (the put
 // comparing the lock's whole key range, the delete comparing the key's create
-// revision) on one lease, once on a fresh key (a new token, as every lockkit
-// acquisition writes) and once on the same key every time (as a long-lived
-// Session's Mutex does):
+// revision) on one lease, once on a fresh key (a new token, as lockkit's
+// acquisitions wrote while their keys were named after their tokens) and
+// once on the same key every time (as a long-lived Session's Mutex does, and
+// lockkit's acquisitions on a recycled lease, named after it, now do):
 //
 //	go test ./etcd -run '^$' -bench KeyChurn -benchtime 1000x -count 1
 //

@@ -8,15 +8,21 @@
 // It lives in its own package so that programs on other backends do not link
 // the etcd client, gRPC or protobuf: package lockkit does not import it.
 //
-// The key layout (docs/wire.md): an acquisition of lock key K with token T
-// (the lease's owner id) writes the etcd key K + "\x00" + T, holding the
-// lease's holder description, bound to a lease granted with the domain's TTL
-// in whole seconds. The holders and waiters of K are exactly the keys in
-// [K+"\x00", K+"\x01"): a lock key never contains a NUL byte (the backend
-// refuses one), so no other lock's keys fall in that range, even when one lock
-// key is a prefix of another. The token in the key shows whose it is; an
-// acquisition whose reply was lost is undone by revoking its lease (which
-// deletes the key if it was written), never by deleting a key by its name.
+// The key layout (docs/wire.md, internal/etcdkey): an acquisition of lock
+// key K on lease L writes the etcd key K + "\x00" + "\x01" + L (16 hex
+// digits), holding its token (the lease's owner id) and holder description,
+// bound to L, a lease granted with the domain's TTL in whole seconds. A lease
+// carries one key at a time, and a released lease is kept for the next
+// acquisition, so a lock's acquisitions reuse a few names (etcd's index keeps
+// every deleted name until a compaction, and a transaction comparing the
+// lock's range visits each). The holders and waiters of K are exactly the
+// keys in [K+"\x00", K+"\x01"): a lock key never contains a NUL byte (the
+// backend refuses one), so no other lock's keys fall in that range, even when
+// one lock key is a prefix of another. A key named after its token (earlier
+// builds) is read, and excluded, alike. An acquisition whose reply was lost is
+// undone by revoking its lease (which deletes the key if it was written),
+// never by deleting a key by its name; a name written again is another
+// acquisition, with another create revision.
 //
 // What each operation does:
 //
@@ -76,6 +82,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/etcdkey"
 	"github.com/lockkit/lockkit/internal/policy"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -137,22 +144,11 @@ func New(cli *clientv3.Client, opts ...Option) driver.Spec {
 	return spec
 }
 
-// Key is the etcd key that the acquisition of lock key key with token token
-// writes.
-func Key(key, token string) string { return key + sep + token }
-
-// sep ends the lock key in an acquisition's etcd key; rangeOf's end is the
-// next byte.
-const sep = "\x00"
-
-// rangeOf is [start, end): the etcd keys of every acquisition of key, and
-// only of key.
-func rangeOf(key string) (start, end string) { return key + sep, key + "\x01" }
-
 // acq is what the backend keeps of one acquisition (a token): its key, its
 // lease and its key's create revision.
 type acq struct {
-	key   string
+	key   string // etcdkey.Name(lock key, lease)
+	val   string // etcdkey.Value(token, holder)
 	lease clientv3.LeaseID
 	rev   int64 // 0: not known (the write's reply was lost)
 	ttl   int64 // seconds
@@ -204,13 +200,14 @@ func (b *backend) Capabilities() driver.Capabilities {
 }
 
 // ReadHolder reads key's acquisition with the lowest create revision (a
-// linearizable read): the holder, whose token ends its etcd key, whose value
-// is its description and whose create revision is its fence.
+// linearizable read): the holder, whose value holds its token and
+// description (a token-named key's name holds its token: etcdkey.Parse), and
+// whose create revision is its fence.
 func (b *backend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
 	if _, err := b.check(key, b.minTTL); err != nil {
 		return driver.Holding{}, false, err
 	}
-	start, end := rangeOf(key)
+	start, end := etcdkey.Range(key)
 	r, err := b.cli.Get(ctx, start, clientv3.WithRange(end),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil {
@@ -220,12 +217,18 @@ func (b *backend) ReadHolder(ctx context.Context, key string) (driver.Holding, b
 		return driver.Holding{}, false, nil
 	}
 	kv := r.Kvs[0]
-	return driver.Holding{Token: string(kv.Key[len(start):]), Holder: string(kv.Value), Fence: kv.CreateRevision}, true, nil
+	// A value with no token (not written by lockkit) still holds the lock:
+	// held, with its value as the description.
+	token, desc, ok := etcdkey.Parse(key, kv.Key, kv.Value)
+	if !ok {
+		desc = string(kv.Value)
+	}
+	return driver.Holding{Token: token, Holder: desc, Fence: kv.CreateRevision}, true, nil
 }
 
 // check refuses a request the backend cannot serve: a final error.
 func (b *backend) check(key string, ttl time.Duration) (int64, error) {
-	if key == "" || strings.Contains(key, sep) {
+	if key == "" || strings.Contains(key, "\x00") {
 		return 0, fmt.Errorf("lockkit: etcd: lock key %q is empty or contains a NUL byte, which ends a lock key in the etcd key layout: %w", key, driver.ErrFinal)
 	}
 	// The Client refuses such a domain when it is declared (from
@@ -255,8 +258,11 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, err
 	}
+	if err := checkToken(req); err != nil {
+		return 0, err
+	}
 	if b.wasContended(req.Key) {
-		start, end := rangeOf(req.Key)
+		start, end := etcdkey.Range(req.Key)
 		// A poller: a read through consensus (no write, no lease) tells
 		// a held lock, so waiting contenders do not load the cluster with
 		// writes. The transaction below still decides.
@@ -268,9 +274,8 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 			return 0, driver.ErrContended
 		}
 	}
-	k := Key(req.Key, req.Token)
 	if sp, ok := b.takeSpare(ttl); ok {
-		fence, err, again := b.acquireOnSpare(ctx, req, ttl, k, sp)
+		fence, err, again := b.acquireOnSpare(ctx, req, ttl, sp)
 		if !again {
 			return fence, err
 		}
@@ -280,43 +285,53 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	if err != nil {
 		return 0, classify(err)
 	}
-	resp, err := b.put(ctx, req, k, lease)
+	resp, err := b.put(ctx, req, lease)
 	if err != nil {
-		b.unknown(req.Token, k, lease)
+		b.unknown(req, lease)
 		return 0, classify(err)
 	}
-	return b.settle(req, ttl, k, lease, sent, resp)
+	return b.settle(req, ttl, lease, sent, resp)
 }
 
-// put writes k, bound to lease, when req.Key has no key at all: one
-// transaction.
-func (b *backend) put(ctx context.Context, req *driver.Request, k string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
-	start, end := rangeOf(req.Key)
+// checkToken refuses a token that cannot be written in a key's value
+// (etcdkey.Value): a final error.
+func checkToken(req *driver.Request) error {
+	if !etcdkey.ValidToken(req.Token) {
+		return fmt.Errorf("lockkit: etcd: token %q of %q contains a NUL byte, which ends the token in the etcd value layout: %w", req.Token, req.Key, driver.ErrFinal)
+	}
+	return nil
+}
+
+// put writes req's key on lease (etcdkey.Name), bound to lease, when req.Key
+// has no key at all: one transaction.
+func (b *backend) put(ctx context.Context, req *driver.Request, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+	start, end := etcdkey.Range(req.Key)
 	return b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(start).WithRange(end), "=", 0)).
-		Then(clientv3.OpPut(k, req.Holder, clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(etcdkey.Name(req.Key, int64(lease)), etcdkey.Value(req.Token, req.Holder), clientv3.WithLease(lease))).
 		Commit()
 }
 
-// unknown ends an attempt whose write of k, bound to lease, may have been
+// unknown ends an attempt whose write of req's key on lease may have been
 // done: revoking the lease deletes the key, and the Client's release of the
 // token (which it repeats when the outcome is unknown) deletes it if it is
-// this lease's.
-func (b *backend) unknown(token, k string, lease clientv3.LeaseID) {
-	b.remember(token, &acq{key: k, lease: lease})
+// this lease's and holds this token (never recycled, the lease is never
+// bound to another acquisition's key).
+func (b *backend) unknown(req *driver.Request, lease clientv3.LeaseID) {
+	b.remember(req.Token, &acq{key: etcdkey.Name(req.Key, int64(lease)), val: etcdkey.Value(req.Token, req.Holder), lease: lease})
 	b.revokeLater(lease)
 }
 
 // settle ends an attempt whose put answered, on a lease live for ttl from
 // sent: granted, or contended (nothing written; the lease is kept).
-func (b *backend) settle(req *driver.Request, ttl int64, k string, lease clientv3.LeaseID, sent time.Time, resp *clientv3.TxnResponse) (int64, error) {
+func (b *backend) settle(req *driver.Request, ttl int64, lease clientv3.LeaseID, sent time.Time, resp *clientv3.TxnResponse) (int64, error) {
 	if !resp.Succeeded { // held, or waited for: nothing was written
 		b.recycle(ttl, lease, sent)
 		b.setContended(req.Key, true)
 		return 0, driver.ErrContended
 	}
 	b.setContended(req.Key, false)
-	a := &acq{key: k, lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
+	a := &acq{key: etcdkey.Name(req.Key, int64(lease)), lease: lease, rev: resp.Header.Revision, ttl: ttl, renewed: sent}
 	b.remember(req.Token, a)
 	return fenceOf(a, req.Fencing), nil
 }
@@ -334,7 +349,7 @@ func (b *backend) settle(req *driver.Request, ttl int64, k string, lease clientv
 // that expired or was revoked is refused). again: the spare was gone
 // (expired, or revoked) and nothing of this attempt remains; the caller
 // tries again on a new grant.
-func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl int64, k string, sp spare) (fence int64, err error, again bool) {
+func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl int64, sp spare) (fence int64, err error, again bool) {
 	sent := time.Now()
 	kept := make(chan error, 1)
 	recent := time.Since(sp.renewed) < time.Duration(ttl)*time.Second/reuseWithin
@@ -346,14 +361,14 @@ func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl i
 			kept <- b.ka.keepAliveOnce(ctx, sp.id)
 		}()
 	}
-	resp, err := b.put(ctx, req, k, sp.id)
+	resp, err := b.put(ctx, req, sp.id)
 	kaErr := <-kept
 	switch {
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// Refused: nothing was written, and the spare is gone.
 		return 0, nil, true
 	case err != nil:
-		b.unknown(req.Token, k, sp.id)
+		b.unknown(req, sp.id)
 		return 0, classify(err), false
 	case errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
 		// The spare expired or was revoked: etcd deletes a lease's keys
@@ -369,11 +384,11 @@ func (b *backend) acquireOnSpare(ctx context.Context, req *driver.Request, ttl i
 		if !resp.Succeeded {
 			b.recycle(ttl, sp.id, sp.renewed)
 		} else {
-			b.unknown(req.Token, k, sp.id)
+			b.unknown(req, sp.id)
 		}
 		return 0, classify(kaErr), false
 	}
-	fence, err = b.settle(req, ttl, k, sp.id, sent, resp)
+	fence, err = b.settle(req, ttl, sp.id, sent, resp)
 	if err == nil && recent {
 		req.TTLFrom = sent
 	}
@@ -405,7 +420,7 @@ func (b *backend) remember(token string, a *acq) {
 func (b *backend) lookup(key, token string) *acq {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if a := b.acqs[token]; a != nil && a.key == Key(key, token) {
+	if a := b.acqs[token]; a != nil && a.key == etcdkey.Name(key, int64(a.lease)) {
 		return a
 	}
 	return nil
@@ -473,16 +488,18 @@ func (b *backend) Release(ctx context.Context, key, token string) (bool, error) 
 }
 
 // deleteOwn gives a back: it deletes a's key if it is still a's (its create
-// revision; its lease when the revision is not known: a write whose reply was
-// lost), in one transaction; nothing is ever deleted by its name alone. The
+// revision; its lease and value, which holds the token, when the revision is
+// not known: a write whose reply was lost), in one transaction; nothing is
+// ever deleted by its name alone, which a later acquisition on the same
+// lease writes again. The
 // lease, bound to no key any more, is kept for a later acquisition
 // (recycle); when the key was not a's any more, it is revoked.
 func (b *backend) deleteOwn(ctx context.Context, token string, a *acq) (bool, error) {
-	own := clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.rev)
+	own := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(a.key), "=", a.rev)}
 	if a.rev == 0 {
-		own = clientv3.Compare(clientv3.LeaseValue(a.key), "=", a.lease)
+		own = []clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(a.key), "=", a.lease), clientv3.Compare(clientv3.Value(a.key), "=", a.val)}
 	}
-	resp, err := b.cli.Txn(ctx).If(own).Then(clientv3.OpDelete(a.key)).Commit()
+	resp, err := b.cli.Txn(ctx).If(own...).Then(clientv3.OpDelete(a.key)).Commit()
 	if err != nil {
 		return false, classify(err)
 	}

@@ -11,9 +11,11 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/etcd"
+	"github.com/lockkit/lockkit/internal/etcdkey"
 	"github.com/lockkit/lockkit/internal/testlog"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -97,6 +99,44 @@ func keysOf(t testing.TB, cli *clientv3.Client, key string) []string {
 	return out
 }
 
+// tokensOf lists the tokens of lock key key's etcd keys, by create
+// revision (the holder first).
+func tokensOf(t testing.TB, cli *clientv3.Client, key string) []string {
+	t.Helper()
+	var out []string
+	for _, kv := range kvsOf(t, cli, key) {
+		tok, _, ok := etcdkey.Parse(key, kv.Key, kv.Value)
+		if !ok {
+			t.Fatalf("key %q, value %q: not lockkit's layout", kv.Key, kv.Value)
+		}
+		out = append(out, tok)
+	}
+	return out
+}
+
+// kvsOf lists lock key key's etcd keys and values, by create revision.
+func kvsOf(t testing.TB, cli *clientv3.Client, key string) []*mvccpb.KeyValue {
+	t.Helper()
+	start, end := etcdkey.Range(key)
+	resp, err := cli.Get(ctxT(t, 5*time.Second), start, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Kvs
+}
+
+// kvOf is the etcd key of tok's acquisition of key.
+func kvOf(t testing.TB, cli *clientv3.Client, key, tok string) *mvccpb.KeyValue {
+	t.Helper()
+	for _, kv := range kvsOf(t, cli, key) {
+		if got, _, _ := etcdkey.Parse(key, kv.Key, kv.Value); got == tok {
+			return kv
+		}
+	}
+	t.Fatalf("no key of %s holds token %s", key, tok)
+	return nil
+}
+
 const ttl = 2 * time.Second
 
 // A contended poll attempt leaves no key behind, and its lease is kept as
@@ -122,7 +162,7 @@ func TestContendedLeavesNothing(t *testing.T) {
 			t.Fatalf("second acquire: %v, want ErrContended", err)
 		}
 	}
-	if k := keysOf(t, cli, "k"); len(k) != 1 || k[0] != etcd.Key("k", "A") {
+	if k := tokensOf(t, cli, "k"); len(k) != 1 || k[0] != "A" {
 		t.Errorf("keys = %q, want only A's", k)
 	}
 	// The first attempt's lease is kept as a spare (no key bound to it) and
@@ -170,7 +210,7 @@ func TestStaleToken(t *testing.T) {
 			}
 		}
 	}
-	if k := keysOf(t, cli, "s"); len(k) != 1 || k[0] != etcd.Key("s", "B") {
+	if k := tokensOf(t, cli, "s"); len(k) != 1 || k[0] != "B" {
 		t.Fatalf("after stale releases: keys %q, want B's", k)
 	}
 	if held, err := other.Extend(ctx, "s", "B", ttl); err != nil || held {
@@ -182,10 +222,11 @@ func TestStaleToken(t *testing.T) {
 
 	// B's key deleted and written again by name (as a retried unlock by
 	// name would find it): not B's acquisition any more.
-	if _, err := cli.Delete(ctx, etcd.Key("s", "B")); err != nil {
+	nameB := string(kvOf(t, cli, "s", "B").Key)
+	if _, err := cli.Delete(ctx, nameB); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Put(ctx, etcd.Key("s", "B"), "impostor"); err != nil {
+	if _, err := cli.Put(ctx, nameB, "impostor"); err != nil {
 		t.Fatal(err)
 	}
 	if held, err := be.Extend(ctx, "s", "B", ttl); err != nil || held {
@@ -194,7 +235,7 @@ func TestStaleToken(t *testing.T) {
 	if held, err := be.Release(ctx, "s", "B"); err != nil || held {
 		t.Errorf("release of B after its key was re-created: held %v, %v; want false", held, err)
 	}
-	r, err := cli.Get(ctx, etcd.Key("s", "B"))
+	r, err := cli.Get(ctx, nameB)
 	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "impostor" || r.Kvs[0].CreateRevision <= fB {
 		t.Errorf("the re-created key was touched: %v %v", r, err)
 	}
@@ -328,7 +369,7 @@ func TestPrefixKeys(t *testing.T) {
 		}
 	}
 	for i, k := range keys {
-		if got := keysOf(t, cli, k); len(got) != 1 || got[0] != etcd.Key(k, fmt.Sprint("T", i)) {
+		if got := tokensOf(t, cli, k); len(got) != 1 || got[0] != fmt.Sprint("T", i) {
 			t.Errorf("keys of %q: %q", k, got)
 		}
 		if held, err := be.Release(ctx, k, fmt.Sprint("T", i)); err != nil || !held {
@@ -350,11 +391,7 @@ func TestRevokedSpare(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	leaseOf := func(tok string) clientv3.LeaseID {
 		t.Helper()
-		r, err := cli.Get(ctx, etcd.Key("r", tok))
-		if err != nil || len(r.Kvs) != 1 {
-			t.Fatalf("key of %s: %v %v", tok, r, err)
-		}
-		return clientv3.LeaseID(r.Kvs[0].Lease)
+		return clientv3.LeaseID(kvOf(t, cli, "r", tok).Lease)
 	}
 	revoke := func(id clientv3.LeaseID) {
 		t.Helper()
@@ -406,7 +443,7 @@ func TestRevokedSpare(t *testing.T) {
 	if err := acquire("D"); !errors.Is(err, driver.ErrContended) {
 		t.Fatalf("D on a revoked spare while B holds: %v, want ErrContended", err)
 	}
-	if k := keysOf(t, cli, "r"); len(k) != 1 || k[0] != etcd.Key("r", "B") {
+	if k := tokensOf(t, cli, "r"); len(k) != 1 || k[0] != "B" {
 		t.Fatalf("keys %q, want only B's", k)
 	}
 	release("B")

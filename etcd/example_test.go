@@ -47,9 +47,3 @@ func ExampleWithMinTTL() {
 	client, err := lockkit.New(etcd.New(cli, etcd.WithMinTTL(time.Second)))
 	_, _ = client, err
 }
-
-// The etcd key an acquisition writes: the lock key, a NUL byte, the token.
-func ExampleKey() {
-	fmt.Printf("%q\n", etcd.Key("lock:{table:12}", "TOKEN"))
-	// Output: "lock:{table:12}\x00TOKEN"
-}

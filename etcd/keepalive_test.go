@@ -12,17 +12,25 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TestKeeperStream: the keep-alives of many leases, live and revoked, sent
-// at once on the shared stream each get their own lease's answer; a
-// keep-alive on a stream that broke still renews its lease (through the
-// client's KeepAliveOnce), and the next one opens a stream again.
-func TestKeeperStream(t *testing.T) {
+// testClient is a client of a new 1-member cluster, for the package's
+// internal tests.
+func testClient(t *testing.T) *clientv3.Client {
+	t.Helper()
 	c := testserver.StartEtcd(t, 1)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// TestKeeperStream: the keep-alives of many leases, live and revoked, sent
+// at once on the shared stream each get their own lease's answer; a
+// keep-alive on a stream that broke still renews its lease (through the
+// client's KeepAliveOnce), and the next one opens a stream again.
+func TestKeeperStream(t *testing.T) {
+	cli := testClient(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	k := newKeeper(cli)

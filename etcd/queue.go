@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/etcdkey"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -21,6 +22,9 @@ import (
 func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver.QueueResult, error) {
 	ttl, err := b.check(req.Key, req.TTL)
 	if err != nil {
+		return driver.QueueResult{}, err
+	}
+	if err := checkToken(req); err != nil {
 		return driver.QueueResult{}, err
 	}
 	sent := time.Now()
@@ -42,8 +46,7 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 			a = nil
 		}
 	}
-	start, end := rangeOf(req.Key)
-	k := Key(req.Key, req.Token)
+	start, end := etcdkey.Range(req.Key)
 	var resp *clientv3.TxnResponse
 	if a == nil {
 		lease, leased, err := b.lease(ctx, ttl)
@@ -51,12 +54,13 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 			return driver.QueueResult{}, classify(err)
 		}
 		sent = leased
-		// Join: write the key if the token has none, and read, after the
-		// write, the last two keys (this one and its predecessor) and how
-		// many keys are queued (the position: this key is the last).
+		k := etcdkey.Name(req.Key, int64(lease))
+		// Join: write the key if the lease carries none, and read, after
+		// the write, the last two keys (this one and its predecessor) and
+		// how many keys are queued (the position: this key is the last).
 		resp, err = b.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, req.Holder, clientv3.WithLease(lease)),
+			Then(clientv3.OpPut(k, etcdkey.Value(req.Token, req.Holder), clientv3.WithLease(lease)),
 				clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
 				clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithCountOnly())).
 			Commit()
@@ -74,16 +78,17 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 			b.remember(req.Token, a)
 			return b.queueResult(req, a, sent, resp.Responses[2].GetResponseRange().Count), nil
 		}
-		// The token's key exists, and this backend does not know it: an
-		// earlier join of the token whose reply was lost, whose lease is
-		// being revoked. It is not adopted by its name: ask again.
+		// The lease already carries a key of this lock, which this backend
+		// does not know (a lease carries one key at a time, and a spare
+		// none): it is not adopted by its name. The lease is revoked,
+		// which deletes that key: ask again.
 		b.revokeLater(lease)
-		return driver.QueueResult{}, fmt.Errorf("lockkit: etcd: queue join of %s: the token's key from an earlier join, whose reply was lost, is still being revoked", req.Key)
+		return driver.QueueResult{}, fmt.Errorf("lockkit: etcd: queue join of %s: lease %x already carries a key of it; revoking the lease", req.Key, int64(lease))
 	}
 	// Refresh: the token's own key still there with its revision, its
 	// predecessor, and its position.
 	resp, err = b.cli.Txn(ctx).Then(
-		clientv3.OpGet(k),
+		clientv3.OpGet(a.key),
 		clientv3.OpGet(start, clientv3.WithRange(end), clientv3.WithMaxCreateRev(a.rev-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(1), clientv3.WithKeysOnly()),
 		// Count ignores WithMaxCreateRev (the server counts before it
 		// filters): the keys themselves are listed.

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/lockkit/lockkit/etcd"
+	"github.com/lockkit/lockkit/internal/etcdkey"
 	"github.com/lockkit/lockkit/internal/holder"
 	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/testserver"
@@ -722,14 +722,14 @@ func startEtcd(r *krun) {
 
 // collectEtcd reads every revision of the lock's keys from etcd's MVCC
 // history (a watch from revision 1): a polling acquire writes its key only
-// when the lock has no key, so each creation is a grant, to the token the
-// key names, with its create revision as the fence.
+// when the lock has no key, so each creation is a grant, to the token its
+// value holds (etcdkey.Parse), with its create revision as the fence.
 func collectEtcd(r *krun, in *Input) {
 	t := r.t
 	cli := r.etcd.Client(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	start, end := etcd.Key(r.keys[0], ""), r.keys[0]+"\x01"
+	start, end := etcdkey.Range(r.keys[0])
 	head, err := cli.Get(ctx, start, clientv3.WithRange(end), clientv3.WithCountOnly())
 	if err != nil {
 		t.Fatalf("etcd: %v", err)
@@ -762,7 +762,10 @@ func collectEtcd(r *krun, in *Input) {
 			if ev.Type != clientv3.EventTypePut || !ev.IsCreate() {
 				continue
 			}
-			tok := strings.TrimPrefix(string(ev.Kv.Key), start)
+			tok, _, ok := etcdkey.Parse(r.keys[0], ev.Kv.Key, ev.Kv.Value)
+			if !ok {
+				t.Fatalf("etcd history: key %q, value %q: not lockkit's layout", ev.Kv.Key, ev.Kv.Value)
+			}
 			gs = append(gs, Grant{Token: tok, Fence: ev.Kv.CreateRevision, Pos: len(gs)})
 		}
 	}
