@@ -120,6 +120,12 @@ type QueueResult struct {
 	Earlier  bool
 	Position int           // when queued: 1 is the head
 	LockTTL  time.Duration // granted: what the lock has left; queued: the holder's PTTL
+	// Joined, when queued, is the token's place in the queue as the store
+	// recorded it: the same while it stays queued there, higher after it
+	// rejoins. On a pushed grant it is the place the handover found the
+	// token at, and the Client takes the push as its grant only when that
+	// is the Joined of its last answer that found it queued (0: never).
+	Joined int64
 	// Fallback is how long to wait for a push before asking again.
 	Fallback time.Duration
 }
@@ -130,7 +136,8 @@ type QueueWaiter interface {
 	// fallback has passed, or ctx ends (its error); cause says which:
 	// "push", "subscribed" or "timer".
 	Wait(ctx context.Context, fallback time.Duration) (cause string, err error)
-	// Granted is the grant a handover's push carried, if one came.
+	// Granted is the grant the last handover's push carried, if one came
+	// (its Joined says for which place in the queue; it may be stale).
 	Granted() (QueueResult, bool)
 	Close()
 }

@@ -46,7 +46,7 @@ func (b *redisBackend) QueueAcquire(ctx context.Context, req *driver.Request) (d
 func queueResult(r fifo.Result) driver.QueueResult {
 	return driver.QueueResult{
 		Granted: r.Granted, Fence: r.Fence, Previous: r.Previous, Earlier: r.Earlier,
-		Position: r.Position, LockTTL: r.LockTTL, Fallback: r.Fallback(policy.FIFOFallback),
+		Position: r.Position, LockTTL: r.LockTTL, Fallback: r.Fallback(policy.FIFOFallback), Joined: r.Joined,
 	}
 }
 

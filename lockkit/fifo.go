@@ -48,6 +48,11 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		queued    bool // the token may be in the queue (or hold the lock): leave on the way out
 		w         driver.QueueWaiter
 		wctx      context.Context // ctx, also ended by Close; made at the first wait
+		// The last answer that found the token queued: its place (Joined)
+		// and its send. That attempt ran before any handover to that
+		// place, so a pushed grant for it counts from queuedSent.
+		joined     int64
+		queuedSent time.Time
 	)
 	defer func() {
 		if w != nil {
@@ -66,7 +71,8 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		hold.End(o, err)
 		return nil, ctx, err
 	}
-	// take turns a grant this attempt observed into a lease. rejoin is
+	// take turns a grant into a lease: one an attempt observed, or a
+	// handover's push for the token's place in the queue. rejoin is
 	// true when a handed-over lock expired before it could be extended:
 	// the token is no longer the holder, and the next attempt rejoins the
 	// queue (the wait goes on within MaxWait and ctx).
@@ -132,9 +138,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		r, err := q.QueueAcquire(actx, req)
 		if err == nil && r.Granted {
 			// A direct grant has the full TTL from this send; a handover
-			// found here has LockTTL left, measured after this send. This
-			// attempt observed the grant itself: only such a grant (or a
-			// successful extend) is trusted; a push is a wake-up only.
+			// found here has LockTTL left, measured after this send.
 			lease, fctx, err, rejoin := take(r, sent)
 			if !rejoin {
 				return lease, fctx, err
@@ -163,6 +167,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			wait = policy.FIFOFallback
 		} else {
 			queued = true
+			joined, queuedSent = r.Joined, sent
 			if attempts == 1 {
 				contended = true
 			}
@@ -208,11 +213,19 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
 		if w != nil {
-			// A push (a handover's included) only wakes the token: the
-			// next attempt finds the grant and measures its TTL itself, so
-			// a push from an earlier handover, delivered late after the
-			// token rejoined, is never taken as a grant.
 			hold.Queued(0, cause)
+			// A handover's push carries the grant: taken as this token's
+			// only for the place its last answer found it queued at. A
+			// push from an earlier place (a handover that expired before
+			// the token heard of it, delivered after it rejoined) is only
+			// a wake-up: the next attempt finds out.
+			if g, ok := w.Granted(); ok && joined != 0 && g.Joined == joined {
+				lease, fctx, err, rejoin := take(g, queuedSent)
+				if !rejoin {
+					return lease, fctx, err
+				}
+				joined = 0 // that place is gone: the next answer says where the token is
+			}
 		}
 	}
 }

@@ -277,7 +277,7 @@ func TestGoldenRedis(t *testing.T) {
 	if w.err != nil {
 		t.Fatal(w.err)
 	}
-	out.WriteString("\n# FIFO handover: the message published to the waiter's channel (token fence px previous)\n")
+	out.WriteString("\n# FIFO handover: the message published to the waiter's channel (token fence px previous joined)\n")
 	out.WriteString(n.apply(fmt.Sprintf("PUBLISH %s %q\n", msg.Channel, msg.Payload)))
 	out.WriteString("\n# FIFO after the handover: held by fifo-waiter\n")
 	out.WriteString(dumpRedis(t, ctx, rdb, n))

@@ -44,18 +44,26 @@
 // token now at the head, in the same script: the lock is set to the head's
 // token (for min(its TTL, its WaiterTTL)), its fence issued, and the grant
 // published on the channel of that token's client, so one release wakes
-// one waiter in one process. The push is a wake-up only: the waiter's next
-// Acquire finds the grant (Result.Earlier) and measures its TTL itself, so a
-// push delivered late, after the handover expired and the token rejoined,
-// is never taken as a grant; a head whose push is lost finds the grant the
-// same way. [Leave] takes a token out of the queue (a cancelled ctx, MaxWait,
-// out of attempts) and, when the lock is free, hands it to the next head.
+// one waiter in one process. The push carries the grant ('token fence px
+// previous joined'), so the waiter starts without another round trip, but
+// only for the place in the queue it was handed over at: joined is the
+// head's score in the queue, and a waiter takes a push as its grant only
+// when joined is the Joined its last Acquire found it queued at. Every
+// Acquire that found it queued there ran before the handover (after it, the
+// token holds the lock or, once that expired, rejoins with a new, higher
+// Joined), so the lease counts from the send of the last such Acquire, for
+// px. A push delivered late, after the handover expired and the token
+// rejoined, names the old place and is only a wake-up; so is a push that
+// names no place (a releaser of v0.1.0). A waiter whose push is lost or
+// stale finds the grant with its next Acquire (Result.Earlier).
+// [Leave] takes a token out of the queue (a cancelled ctx, MaxWait, out of
+// attempts) and, when the lock is free, hands it to the next head.
 //
-// A grant by handover starts before the waiter hears of it (Result.Earlier,
-// from its next Acquire): the Client must count the lease
+// A grant by handover starts before the waiter hears of it (from the push,
+// or Result.Earlier from its next Acquire): the Client must count the lease
 // from the send of the waiter's last Acquire before the handover (always
-// earlier than it), and extend it at once to its full TTL (Result.LockTTL
-// is what the handover gave).
+// earlier than it), and extend it to its full TTL before the handover's px
+// runs out (Result.LockTTL is what the handover gave).
 //
 // # What a dead waiter costs
 //
@@ -222,7 +230,9 @@ type Result struct {
 	// handover (extend at once).
 	LockTTL time.Duration
 	// Joined is the token's join order as the server recorded it (its
-	// score in the queue: server µs at joining, strictly increasing).
+	// score in the queue: server µs at joining, strictly increasing); on a
+	// handover's push, the place the handover found the token at (0 when
+	// the push did not say).
 	Joined int64
 
 	waiterTTL time.Duration

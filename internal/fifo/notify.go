@@ -178,8 +178,10 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 
 // Granted returns what the last handover push for w's token carried. It
 // may be stale (a push delivered after that handover expired and the token
-// rejoined): lockkit never trusts it as a grant, only its own next Acquire's
-// result. ok is false when no handover push came.
+// rejoined): its Joined names the place in the queue the handover found the
+// token at, and only a push for the place the token's last Acquire found it
+// queued at is its grant (lockkit checks it). ok is false when no handover
+// push came.
 func (w *Waiter) Granted() (r Result, ok bool) {
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
@@ -189,14 +191,22 @@ func (w *Waiter) Granted() (r Result, ok bool) {
 	return *w.grant, true
 }
 
-// deliver wakes w for a message; a handover's 'token fence px previous'
-// also leaves its grant. Called with Notifier.mu held.
+// deliver wakes w for a message; a handover's 'token fence px previous
+// joined' also leaves its grant ('token fence px previous', from a releaser
+// of v0.1.0, leaves one without Joined, which is only a wake-up). Called
+// with Notifier.mu held.
 func (w *Waiter) deliver(payload string) {
-	if f := strings.SplitN(payload, " ", 4); len(f) == 4 {
+	if f := strings.SplitN(payload, " ", 5); len(f) >= 4 {
 		fence, err1 := strconv.ParseInt(f[1], 10, 64)
 		px, err2 := strconv.ParseInt(f[2], 10, 64)
-		if err1 == nil && err2 == nil {
-			w.grant = &Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond, Earlier: true}
+		var joined int64
+		if len(f) == 5 {
+			if j, err := strconv.ParseInt(f[4], 10, 64); err == nil && j > 0 {
+				joined = j
+			}
+		}
+		if err1 == nil && err2 == nil && px > 0 {
+			w.grant = &Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond, Earlier: true, Joined: joined}
 		}
 	}
 	w.wake(WakePush)

@@ -16,8 +16,11 @@
 -- The handover: the head (alive by its deadline, with a wake-up channel)
 -- gets the lock in this script, for min(its lock TTL, its waiter TTL), with
 -- its fence when it asked for one, and is published
--- 'token fence px previous' on its channel, so it starts without another
--- round trip. A head that died after its last call holds the lock at most
+-- 'token fence px previous joined' on its channel, so it starts without
+-- another round trip. joined is the head's score in the queue (its join
+-- order, as acquire.lua returns it): the waiter trusts the push only for the
+-- place it last found itself queued at, so a push from an earlier place,
+-- delivered after the token rejoined, is no grant. A head that died after its last call holds the lock at most
 -- that long. A waiter without a channel is only told nothing: it takes the
 -- lock itself on its timer.
 --
@@ -92,10 +95,11 @@ if fencing == '1' then
     return held
   end
 end
+local joined = redis.call('ZSCORE', queue, head)
 redis.call('SET', lock, value, 'PX', px)
 redis.call('ZREM', queue, head)
 redis.call('ZREM', deadlines, head)
 redis.call('HDEL', waiters, head)
 redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch,
-  head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev)
+  head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev .. ' ' .. joined)
 return held
