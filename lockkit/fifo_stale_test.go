@@ -58,7 +58,8 @@ func (h *holders) check(ctx context.Context, who string, lease *Lease) {
 	defer h.mu.Unlock()
 	for other, ol := range h.inside {
 		if other != who && valid && ol.Err() == nil {
-			h.fail("%s (fence %d) and %s (fence %d) both inside fn with valid leases", who, lease.fence, other, ol.fence)
+			// h.mu is held: append, as fail would take it again.
+			h.bad = append(h.bad, fmt.Sprintf("%s (fence %d) and %s (fence %d) both inside fn with valid leases", who, lease.fence, other, ol.fence))
 		}
 	}
 }
