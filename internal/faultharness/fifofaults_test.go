@@ -166,7 +166,7 @@ func (p *pushDelayer) accept() {
 var subscribeCmd = regexp.MustCompile(`(?i)\$(9|10)\r\n[sp]?subscribe\r\n`)
 
 // pushMsg matches a push and its payload's first field, the token handed
-// the lock (internal/fifo's release: "token fence px prev").
+// the lock (internal/fifo's release: "token fence px prev joined").
 var pushMsg = regexp.MustCompile(`\$7\r\nmessage\r\n\$\d+\r\n[^\r]*\r\n\$\d+\r\n([^ \r]+)`)
 
 // count counts the pushes in b, delivered now, and the stale ones.
