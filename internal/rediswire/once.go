@@ -2,6 +2,7 @@ package rediswire
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -33,9 +34,13 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-// Once sends args as a onceCmd on c, bounded by ctx (Bounded).
+// Once sends args as a onceCmd on c, bounded by ctx (Bounded, or, on an
+// autopipeliner, its wait).
 func Once(ctx context.Context, c Processor, args ...any) *redis.Cmd {
 	cmd := onceCmd{redis.NewCmd(ctx, args...)}
+	if ap, ok := c.(*redis.AutoPipeliner); ok {
+		return viaAutoPipeline(ctx, ap, cmd, args)
+	}
 	if sendsInline(ctx, c) {
 		// Bounded would send it here too; calling it with a closure
 		// would cost one allocation a command (the closure escapes to
@@ -81,6 +86,24 @@ func Bounded(ctx context.Context, c any, send func()) bool {
 // cannot end, or c bounds its I/O by ctx itself.
 func sendsInline(ctx context.Context, c any) bool {
 	return ctx.Done() == nil || boundsByCtx(c)
+}
+
+// viaAutoPipeline sends cmd in ap's next batch (go-redis's autopipelining,
+// on its deferred face) and waits for its reply until ctx ends. ap sends a
+// batch holding a NoRetry command at most once, as a client does the
+// command. A command is not cancelled once queued (go-redis's
+// AutoFuture.WaitContext): when ctx ends first, it is left as Bounded leaves
+// one, its outcome unknown, and its batch still runs in order; ap's default
+// ordered stream sends whatever the caller sends next (a give-back) after it.
+func viaAutoPipeline(ctx context.Context, ap *redis.AutoPipeliner, cmd onceCmd, args []any) *redis.Cmd {
+	if ctx.Err() != nil {
+		// Not queued: a client sends nothing under an ended ctx either.
+		return Late(ctx, args...)
+	}
+	if err := ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return Late(ctx, args...)
+	}
+	return cmd.Cmd
 }
 
 // Late is the reply of a command that Bounded left when ctx ended: ctx's
