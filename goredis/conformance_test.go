@@ -47,17 +47,38 @@ func TestConformanceRedis(t *testing.T) {
 	})
 }
 
-func TestConformanceSentinel(t *testing.T) {
+// The same suite with the lock commands on go-redis's autopipeliner.
+func TestConformanceAutoPipelined(t *testing.T) {
+	r := testserver.StartRedis(t)
+	admin := r.Client(t)
+	drivertest.Run(t, drivertest.Harness{
+		Name:  "redis-autopipelined",
+		Open:  func(t *testing.T) driver.Spec { return goredis.AutoPipelined(userClient(t, r.Addr())) },
+		TTL:   redisTTL,
+		Steal: func(t *testing.T, key string) { del(t, admin, key) },
+		Stop:  func(t *testing.T) { r.Stop(t) },
+		Start: func(t *testing.T) { r.Restart(t) },
+	})
+}
+
+func TestConformanceSentinel(t *testing.T) { conformanceSentinel(t, "sentinel", goredis.New) }
+
+// Sentinel's failover client with the lock commands on its autopipeliner.
+func TestConformanceSentinelAutoPipelined(t *testing.T) {
+	conformanceSentinel(t, "sentinel-autopipelined", func(rdb *redis.Client) driver.Spec { return goredis.AutoPipelined(rdb) })
+}
+
+func conformanceSentinel[C redis.UniversalClient](t *testing.T, name string, spec func(C) driver.Spec) {
 	primary := testserver.StartRedis(t)
 	testserver.StartReplica(t, primary)
 	s := testserver.StartSentinel(t, primary, "lockkit", 1)
 	admin := primary.Client(t)
 	drivertest.Run(t, drivertest.Harness{
-		Name: "sentinel",
+		Name: name,
 		Open: func(t *testing.T) driver.Spec {
 			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: []string{s.Addr()}, ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = rdb.Close() })
-			return goredis.New(rdb)
+			return spec(any(rdb).(C))
 		},
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,15 +29,16 @@ func TestStalledServerUserClients(t *testing.T) {
 	const cmdTimeout = 300 * time.Millisecond
 	cases := []struct {
 		name  string
+		autop bool // the lock commands on the client's autopipeliner (goredis.AutoPipelined)
 		setup func(t *testing.T) (rdb redis.UniversalClient, pause, resume func(), keys func(ctx context.Context, pattern string) []string)
 	}{
-		{"default", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		{"default", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
 			t.Cleanup(func() { rdb.Close() })
 			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
 		}},
-		{"ParseURL", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		{"ParseURL", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			o, err := redis.ParseURL("redis://" + r.Addr() + "/0")
 			if err != nil {
@@ -46,26 +48,32 @@ func TestStalledServerUserClients(t *testing.T) {
 			t.Cleanup(func() { rdb.Close() })
 			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
 		}},
-		{"MaxRetries5", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		{"MaxRetries5", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: 5})
 			t.Cleanup(func() { rdb.Close() })
 			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
 		}},
-		{"ContextTimeoutEnabled", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		{"ContextTimeoutEnabled", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { rdb.Close() })
 			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
 		}},
-		{"Sentinel", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		{"AutoPipelined", true, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+			r := testserver.StartRedis(t)
+			rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+			t.Cleanup(func() { rdb.Close() })
+			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+		}},
+		{"Sentinel", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			s := testserver.StartSentinel(t, r, "mymaster", 1)
 			rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName(), SentinelAddrs: []string{s.Addr()}})
 			t.Cleanup(func() { rdb.Close() })
 			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
 		}},
-		{"Cluster", func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		{"Cluster", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			cl := testserver.StartCluster(t, 3)
 			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 			t.Cleanup(func() { rdb.Close() })
@@ -99,7 +107,12 @@ func TestStalledServerUserClients(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			rdb, pause, resume, keys := tc.setup(t)
-			c := newClientOver(t, rdb, WithCommandTimeout(cmdTimeout))
+			var c *Client
+			if tc.autop {
+				c = newClientOn(t, goredis.AutoPipelined(rdb.(*redis.Client)), WithCommandTimeout(cmdTimeout))
+			} else {
+				c = newClientOver(t, rdb, WithCommandTimeout(cmdTimeout))
+			}
 			// Every client is bounded by the command timeout. go-redis
 			// itself bounds I/O by the ctx deadline only with
 			// ContextTimeoutEnabled, otherwise by ReadTimeout (3s by

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,11 +25,21 @@ import (
 //
 // TestFIFOScriptsSentAtMostOnce is the same history for FIFO domains.
 func TestScriptsSentAtMostOnce(t *testing.T) {
+	scriptsSentAtMostOnce(t, func(rdb *redis.Client) driver.Spec { return goredis.New(rdb) })
+}
+
+// The same with the commands on go-redis's autopipeliner, which sends them
+// in batches.
+func TestScriptsSentAtMostOnceAutoPipelined(t *testing.T) {
+	scriptsSentAtMostOnce(t, goredis.AutoPipelined)
+}
+
+func scriptsSentAtMostOnce(t *testing.T, spec func(*redis.Client) driver.Spec) {
 	r := testserver.StartRedis(t)
 	p := startDropProxy(t, r.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
-	c := newClientOver(t, rdb)
+	c := newClientOn(t, spec(rdb))
 	direct := r.Client(t)
 	ctx := t.Context()
 
