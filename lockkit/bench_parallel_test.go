@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/rediswire"
 )
@@ -79,14 +80,24 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 	benchParallelAcquireRelease(b, Policy{TTL: 10 * time.Second})
 }
 
+// BenchmarkParallelAcquireReleaseAutoPipelined is the same on
+// goredis.AutoPipelined.
+func BenchmarkParallelAcquireReleaseAutoPipelined(b *testing.B) {
+	rdb := benchRedis(b)
+	benchParallelOn(b, goredis.AutoPipelined(rdb), Policy{TTL: 10 * time.Second})
+}
+
 // BenchmarkParallelAcquireReleaseFIFO is the same on a FIFO domain.
 func BenchmarkParallelAcquireReleaseFIFO(b *testing.B) {
 	benchParallelAcquireRelease(b, Policy{TTL: 10 * time.Second, Wait: "fifo"})
 }
 
 func benchParallelAcquireRelease(b *testing.B, p Policy) {
-	rdb := benchRedis(b)
-	c, err := New(goredis.New(rdb))
+	benchParallelOn(b, goredis.New(benchRedis(b)), p)
+}
+
+func benchParallelOn(b *testing.B, spec driver.Spec, p Policy) {
+	c, err := New(spec)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
@@ -39,13 +40,22 @@ func BenchmarkBaselineSetNXEvalsha(b *testing.B) {
 
 func BenchmarkAcquireRelease(b *testing.B) { benchAcquireRelease(b, false) }
 
+// BenchmarkAcquireReleaseAutoPipelined is BenchmarkAcquireRelease on
+// goredis.AutoPipelined: what a lone caller pays for the autopipeliner.
+func BenchmarkAcquireReleaseAutoPipelined(b *testing.B) {
+	benchAcquireReleaseOn(b, goredis.AutoPipelined(benchRedis(b)), false)
+}
+
 // BenchmarkAcquireReleaseFenced takes the lock with the acquire script,
 // which also issues the fencing number.
 func BenchmarkAcquireReleaseFenced(b *testing.B) { benchAcquireRelease(b, true) }
 
 func benchAcquireRelease(b *testing.B, fencing bool) {
-	rdb := benchRedis(b)
-	c, err := New(goredis.New(rdb))
+	benchAcquireReleaseOn(b, goredis.New(benchRedis(b)), fencing)
+}
+
+func benchAcquireReleaseOn(b *testing.B, spec driver.Spec, fencing bool) {
+	c, err := New(spec)
 	if err != nil {
 		b.Fatal(err)
 	}
