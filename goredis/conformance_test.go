@@ -34,26 +34,19 @@ func del(t *testing.T, rdb redis.UniversalClient, key string) {
 	}
 }
 
-func TestConformanceRedis(t *testing.T) {
-	r := testserver.StartRedis(t)
-	admin := r.Client(t)
-	drivertest.Run(t, drivertest.Harness{
-		Name:  "redis",
-		Open:  func(t *testing.T) driver.Spec { return goredis.New(userClient(t, r.Addr())) },
-		TTL:   redisTTL,
-		Steal: func(t *testing.T, key string) { del(t, admin, key) },
-		Stop:  func(t *testing.T) { r.Stop(t) },
-		Start: func(t *testing.T) { r.Restart(t) },
-	})
-}
+func TestConformanceRedis(t *testing.T) { conformanceRedis(t, "redis", goredis.New) }
 
 // The same suite with the lock commands on go-redis's autopipeliner.
 func TestConformanceAutoPipelined(t *testing.T) {
+	conformanceRedis(t, "redis-autopipelined", goredis.AutoPipelined)
+}
+
+func conformanceRedis[C redis.UniversalClient](t *testing.T, name string, spec func(C) driver.Spec) {
 	r := testserver.StartRedis(t)
 	admin := r.Client(t)
 	drivertest.Run(t, drivertest.Harness{
-		Name:  "redis-autopipelined",
-		Open:  func(t *testing.T) driver.Spec { return goredis.AutoPipelined(userClient(t, r.Addr())) },
+		Name:  name,
+		Open:  func(t *testing.T) driver.Spec { return spec(any(userClient(t, r.Addr())).(C)) },
 		TTL:   redisTTL,
 		Steal: func(t *testing.T, key string) { del(t, admin, key) },
 		Stop:  func(t *testing.T) { r.Stop(t) },

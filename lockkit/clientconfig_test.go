@@ -27,17 +27,19 @@ const stallBound = 1500 * time.Millisecond
 // client's DialTimeout, 5s, unless it had ContextTimeoutEnabled).
 func TestStalledServerUserClients(t *testing.T) {
 	const cmdTimeout = 300 * time.Millisecond
+	// A client as go-redis makes it by default, on a server of its own.
+	plain := func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
+		r := testserver.StartRedis(t)
+		rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
+	}
 	cases := []struct {
 		name  string
 		autop bool // the lock commands on the client's autopipeliner (goredis.AutoPipelined)
 		setup func(t *testing.T) (rdb redis.UniversalClient, pause, resume func(), keys func(ctx context.Context, pattern string) []string)
 	}{
-		{"default", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
-			r := testserver.StartRedis(t)
-			rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
-		}},
+		{"default", false, plain},
 		{"ParseURL", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			o, err := redis.ParseURL("redis://" + r.Addr() + "/0")
@@ -60,12 +62,7 @@ func TestStalledServerUserClients(t *testing.T) {
 			t.Cleanup(func() { rdb.Close() })
 			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
 		}},
-		{"AutoPipelined", true, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
-			r := testserver.StartRedis(t)
-			rdb := redis.NewClient(&redis.Options{Addr: r.Addr()})
-			t.Cleanup(func() { rdb.Close() })
-			return rdb, func() { r.Pause(t) }, func() { r.Resume(t) }, keysOn(r.Client(t))
-		}},
+		{"AutoPipelined", true, plain},
 		{"Sentinel", false, func(t *testing.T) (redis.UniversalClient, func(), func(), func(context.Context, string) []string) {
 			r := testserver.StartRedis(t)
 			s := testserver.StartSentinel(t, r, "mymaster", 1)
