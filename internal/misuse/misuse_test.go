@@ -457,6 +457,20 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				wantErr(t, "goredis.New("+name+")", err, "redis")
 			}
 		},
+		"goredis.AutoPipelined": func(t *testing.T) {
+			for name, rdb := range map[string]*redis.Client{"nil": nil, "typed-nil Client": nilRedis, "zero Client": {}} {
+				_, err := lockkit.New(goredis.AutoPipelined(rdb))
+				wantErr(t, "goredis.AutoPipelined("+name+")", err, "redis")
+			}
+			// A client closed before New: its autopipeliner cannot be made.
+			closed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+			_ = closed.Close()
+			c, err := lockkit.New(goredis.AutoPipelined(closed))
+			if err == nil {
+				_ = c.Close(ctx)
+			}
+			wantErr(t, "goredis.AutoPipelined(closed client)", err, "closed")
+		},
 		"goredis.Redlock": func(t *testing.T) {
 			_, err := lockkit.New(goredis.Redlock())
 			wantErr(t, "Redlock()", err, "redlock")
