@@ -24,7 +24,8 @@ type redisBackend struct {
 	rdb redis.UniversalClient
 	// cmds sends the single-key commands of a lease (acquire without
 	// Redlock or replicas, extend, release): rdb, or the autopipeliner
-	// of AutoPipelined.
+	// of AutoPipelined. A replicated acquire's give-back stays on rdb,
+	// the acquire's own path.
 	cmds       rediswire.Processor
 	cluster    *redis.ClusterClient // nil unless rdb is one
 	name       string
@@ -191,7 +192,7 @@ func (b *redisBackend) acquireReplicated(ctx context.Context, script *redis.Scri
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = rediswire.RunOnce(rctx, b.cmds, rediswire.ReleaseScript, rediswire.ReleaseSrc, keys[:1], p.Token).Result()
+	_, _ = rediswire.RunOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, keys[:1], p.Token).Result()
 	if werr != nil {
 		return 0, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)
 	}
@@ -380,7 +381,7 @@ func (b *redisBackend) acquireAllReplicated(ctx context.Context, keys []string, 
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
 	for _, req := range reqs {
-		_, _ = rediswire.RunOnce(rctx, b.cmds, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{req.Key}, req.Token).Result()
+		_, _ = rediswire.RunOnce(rctx, b.rdb, rediswire.ReleaseScript, rediswire.ReleaseSrc, []string{req.Key}, req.Token).Result()
 	}
 	if werr != nil {
 		return nil, fmt.Errorf("%w: WAIT: %w", rediswire.ErrReplicas, werr)

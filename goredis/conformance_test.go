@@ -58,7 +58,7 @@ func TestConformanceSentinel(t *testing.T) { conformanceSentinel(t, "sentinel", 
 
 // Sentinel's failover client with the lock commands on its autopipeliner.
 func TestConformanceSentinelAutoPipelined(t *testing.T) {
-	conformanceSentinel(t, "sentinel-autopipelined", func(rdb *redis.Client) driver.Spec { return goredis.AutoPipelined(rdb) })
+	conformanceSentinel(t, "sentinel-autopipelined", goredis.AutoPipelined)
 }
 
 func conformanceSentinel[C redis.UniversalClient](t *testing.T, name string, spec func(C) driver.Spec) {
