@@ -24,7 +24,7 @@ type redisBackend struct {
 	rdb redis.UniversalClient
 	// cmds sends the single-key commands of a lease (acquire without
 	// Redlock or replicas, extend, release): rdb, or the autopipeliner
-	// of AutoPipelined. A replicated acquire's give-back stays on rdb,
+	// of goredis/autopipeline. A replicated acquire's give-back stays on rdb,
 	// the acquire's own path.
 	cmds       rediswire.Processor
 	cluster    *redis.ClusterClient // nil unless rdb is one

@@ -8,6 +8,7 @@ import (
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/driver/drivertest"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -38,7 +39,7 @@ func TestConformanceRedis(t *testing.T) { conformanceRedis(t, "redis", goredis.N
 
 // The same suite with the lock commands on go-redis's autopipeliner.
 func TestConformanceAutoPipelined(t *testing.T) {
-	conformanceRedis(t, "redis-autopipelined", goredis.AutoPipelined)
+	conformanceRedis(t, "redis-autopipelined", autopipeline.New)
 }
 
 func conformanceRedis[C redis.UniversalClient](t *testing.T, name string, spec func(C) driver.Spec) {
@@ -58,7 +59,7 @@ func TestConformanceSentinel(t *testing.T) { conformanceSentinel(t, "sentinel", 
 
 // Sentinel's failover client with the lock commands on its autopipeliner.
 func TestConformanceSentinelAutoPipelined(t *testing.T) {
-	conformanceSentinel(t, "sentinel-autopipelined", goredis.AutoPipelined)
+	conformanceSentinel(t, "sentinel-autopipelined", autopipeline.New)
 }
 
 func conformanceSentinel[C redis.UniversalClient](t *testing.T, name string, spec func(C) driver.Spec) {

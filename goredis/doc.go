@@ -1,8 +1,10 @@
 // Package goredis is lockkit's backend for Redis, through a go-redis v9
 // client: one deployment (a single node, Sentinel through a failover client,
-// or a Cluster) with [New], the same for a standalone or Sentinel client with
-// its lock commands autopipelined with [AutoPipelined], and the Redlock
-// algorithm over independent nodes with [Redlock]. Each returns the
+// or a Cluster) with [New], and the Redlock algorithm over independent nodes
+// with [Redlock]. (The same as New for a standalone or Sentinel client with
+// its lock commands on go-redis's autopipelining, an experimental go-redis
+// API, is in package goredis/autopipeline, so that only programs importing
+// it compile that API.) Each returns the
 // driver.Spec that lockkit.New opens:
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})

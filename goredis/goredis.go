@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis/internal/seam"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,37 +18,25 @@ func New(rdb redis.UniversalClient) driver.Spec {
 	return redisSpec(rdb)
 }
 
-// AutoPipelined is New for a standalone or Sentinel *redis.Client whose lock
-// commands ride go-redis's autopipelining (rdb.AsyncAutoPipeline, an
-// experimental go-redis API): the acquire, extend and release commands that
-// many goroutines send at once go to Redis as one pipeline per round trip
-// instead of one command each. Under parallel load it spends a fraction of
-// the CPU per lock (docs/benchmarks.md, "Parallel"); a lone caller pays about
-// what it pays on rdb. Every promise of New holds: each command is sent at
-// most once (go-redis does not replay a batch that holds one) and returns
-// within the command timeout (the wait ends then; the command, already
-// queued, runs in order, its outcome unknown, as on a stalled connection).
-// FIFO queues, sets of keys and replicas go through rdb as with New.
-//
-// The autopipeliner is rdb's own, made on the first call (go-redis keeps one
-// per client, with rdb's Options.AutoPipelineOptions or its defaults: keep
-// them ordered, as they are by default, so a give-back follows the command
-// it gives back). Closing rdb closes it; the Client closes neither.
-func AutoPipelined(rdb *redis.Client) driver.Spec {
-	if err := checkRedisClient(rdb); err != nil {
-		return driver.Spec{Err: fmt.Errorf("lockkit: goredis.AutoPipelined: %w", err)}
-	}
-	return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
-		ap, err := rdb.AsyncAutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("lockkit: goredis.AutoPipelined: %w", err)
+func init() {
+	// goredis/autopipeline's New; there, not here, so that only a program
+	// that imports it compiles go-redis's experimental autopipelining API.
+	seam.WithCommands = func(who string, rdb *redis.Client, cmds func() (rediswire.Processor, error)) driver.Spec {
+		if err := checkRedisClient(rdb); err != nil {
+			return driver.Spec{Err: fmt.Errorf("lockkit: %s: %w", who, err)}
 		}
-		warnClient(rdb, cfg)
-		checkServers(rdb, cfg)
-		b := newRedisBackend(rdb, cfg.CommandTimeout).(*redisBackend)
-		b.cmds = ap
-		return b, nil
-	}}
+		return driver.Spec{Name: "redis", Open: func(cfg driver.Config) (driver.Backend, error) {
+			p, err := cmds()
+			if err != nil {
+				return nil, fmt.Errorf("lockkit: %s: %w", who, err)
+			}
+			warnClient(rdb, cfg)
+			checkServers(rdb, cfg)
+			b := newRedisBackend(rdb, cfg.CommandTimeout).(*redisBackend)
+			b.cmds = p
+			return b, nil
+		}}
+	}
 }
 
 // Redlock is the backend that runs the Redlock algorithm over N independent

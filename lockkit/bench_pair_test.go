@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/redis/go-redis/v9"
 )
@@ -29,7 +30,7 @@ import (
 func BenchmarkParallelPair(b *testing.B) { benchPair(b, false, false) }
 
 // BenchmarkParallelPairAutoPipelined is BenchmarkParallelPair with lockkit
-// on goredis.AutoPipelined (the raw floor stays on the plain client).
+// on autopipeline.New (the raw floor stays on the plain client).
 func BenchmarkParallelPairAutoPipelined(b *testing.B) { benchPair(b, true, false) }
 
 // BenchmarkParallelPairBothAutoPipelined puts the raw floor's commands on
@@ -40,7 +41,7 @@ func benchPair(b *testing.B, kitAP, rawAP bool) {
 	rdb := benchRedis(b)
 	spec := goredis.New(rdb)
 	if kitAP {
-		spec = goredis.AutoPipelined(rdb)
+		spec = autopipeline.New(rdb)
 	}
 	var raws redis.Cmdable = rdb
 	if rawAP {

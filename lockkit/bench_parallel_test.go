@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/internal/rediswire"
 )
 
@@ -81,10 +82,10 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 }
 
 // BenchmarkParallelAcquireReleaseAutoPipelined is the same on
-// goredis.AutoPipelined.
+// autopipeline.New.
 func BenchmarkParallelAcquireReleaseAutoPipelined(b *testing.B) {
 	rdb := benchRedis(b)
-	benchParallelOn(b, goredis.AutoPipelined(rdb), Policy{TTL: 10 * time.Second})
+	benchParallelOn(b, autopipeline.New(rdb), Policy{TTL: 10 * time.Second})
 }
 
 // BenchmarkParallelAcquireReleaseFIFO is the same on a FIFO domain.

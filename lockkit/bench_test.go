@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
@@ -41,9 +42,9 @@ func BenchmarkBaselineSetNXEvalsha(b *testing.B) {
 func BenchmarkAcquireRelease(b *testing.B) { benchAcquireRelease(b, false) }
 
 // BenchmarkAcquireReleaseAutoPipelined is BenchmarkAcquireRelease on
-// goredis.AutoPipelined: what a lone caller pays for the autopipeliner.
+// autopipeline.New: what a lone caller pays for the autopipeliner.
 func BenchmarkAcquireReleaseAutoPipelined(b *testing.B) {
-	benchAcquireReleaseOn(b, goredis.AutoPipelined(benchRedis(b)), false)
+	benchAcquireReleaseOn(b, autopipeline.New(benchRedis(b)), false)
 }
 
 // BenchmarkAcquireReleaseFenced takes the lock with the acquire script,

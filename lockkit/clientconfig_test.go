@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -36,7 +36,7 @@ func TestStalledServerUserClients(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		autop bool // the lock commands on the client's autopipeliner (goredis.AutoPipelined)
+		autop bool // the lock commands on the client's autopipeliner (autopipeline.New)
 		setup func(t *testing.T) (rdb redis.UniversalClient, pause, resume func(), keys func(ctx context.Context, pattern string) []string)
 	}{
 		{"default", false, plain},
@@ -106,7 +106,7 @@ func TestStalledServerUserClients(t *testing.T) {
 			rdb, pause, resume, keys := tc.setup(t)
 			var c *Client
 			if tc.autop {
-				c = newClientOn(t, goredis.AutoPipelined(rdb.(*redis.Client)), WithCommandTimeout(cmdTimeout))
+				c = newClientOn(t, autopipeline.New(rdb.(*redis.Client)), WithCommandTimeout(cmdTimeout))
 			} else {
 				c = newClientOver(t, rdb, WithCommandTimeout(cmdTimeout))
 			}

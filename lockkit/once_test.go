@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -31,7 +32,7 @@ func TestScriptsSentAtMostOnce(t *testing.T) {
 // The same with the commands on go-redis's autopipeliner, which sends them
 // in batches.
 func TestScriptsSentAtMostOnceAutoPipelined(t *testing.T) {
-	scriptsSentAtMostOnce(t, goredis.AutoPipelined)
+	scriptsSentAtMostOnce(t, autopipeline.New)
 }
 
 func scriptsSentAtMostOnce(t *testing.T, spec func(*redis.Client) driver.Spec) {

@@ -27,6 +27,7 @@ import (
 	"github.com/lockkit/lockkit/fence"
 	"github.com/lockkit/lockkit/gen"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 	"github.com/lockkit/lockkit/lockkit"
 	"github.com/lockkit/lockkit/postgres"
 	"github.com/lockkit/lockkit/schema"
@@ -35,7 +36,7 @@ import (
 
 // publicPackages are the packages whose every exported function and method
 // the table covers.
-var publicPackages = []string{"lockkit", "goredis", "fence", "schema", "gen", "telemetry", "breaker", "driver", "postgres"}
+var publicPackages = []string{"lockkit", "goredis", "goredis/autopipeline", "fence", "schema", "gen", "telemetry", "breaker", "driver", "postgres"}
 
 // exportedNames lists "pkg.Func" and "pkg.Type.Method" for every exported
 // function and method (value or pointer receiver) of the public packages.
@@ -457,19 +458,19 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				wantErr(t, "goredis.New("+name+")", err, "redis")
 			}
 		},
-		"goredis.AutoPipelined": func(t *testing.T) {
+		"autopipeline.New": func(t *testing.T) {
 			for name, rdb := range map[string]*redis.Client{"nil": nil, "typed-nil Client": nilRedis, "zero Client": {}} {
-				_, err := lockkit.New(goredis.AutoPipelined(rdb))
-				wantErr(t, "goredis.AutoPipelined("+name+")", err, "redis")
+				_, err := lockkit.New(autopipeline.New(rdb))
+				wantErr(t, "autopipeline.New("+name+")", err, "redis")
 			}
 			// A client closed before New: its autopipeliner cannot be made.
 			closed := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 			_ = closed.Close()
-			c, err := lockkit.New(goredis.AutoPipelined(closed))
+			c, err := lockkit.New(autopipeline.New(closed))
 			if err == nil {
 				_ = c.Close(ctx)
 			}
-			wantErr(t, "goredis.AutoPipelined(closed client)", err, "closed")
+			wantErr(t, "autopipeline.New(closed client)", err, "closed")
 		},
 		"goredis.Redlock": func(t *testing.T) {
 			_, err := lockkit.New(goredis.Redlock())

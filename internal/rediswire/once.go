@@ -2,7 +2,6 @@ package rediswire
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -34,12 +33,12 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-// Once sends args as a onceCmd on c, bounded by ctx (Bounded, or, on an
-// autopipeliner, its wait).
+// Once sends args as a onceCmd on c, bounded by ctx (Bounded, or, on a
+// Queue, its wait).
 func Once(ctx context.Context, c Processor, args ...any) *redis.Cmd {
 	cmd := onceCmd{redis.NewCmd(ctx, args...)}
-	if ap, ok := c.(*redis.AutoPipeliner); ok {
-		return viaAutoPipeline(ctx, ap, cmd, args)
+	if q, ok := c.(Queue); ok {
+		return viaQueue(ctx, q, cmd, args)
 	}
 	if sendsInline(ctx, c) {
 		// Bounded would send it here too; calling it with a closure
@@ -88,19 +87,27 @@ func sendsInline(ctx context.Context, c any) bool {
 	return ctx.Done() == nil || boundsByCtx(c)
 }
 
-// viaAutoPipeline sends cmd in ap's next batch (go-redis's autopipelining,
-// on its deferred face) and waits for its reply until ctx ends. ap sends a
-// batch holding a NoRetry command at most once, as a client does the
-// command. A command is not cancelled once queued (go-redis's
-// AutoFuture.WaitContext): when ctx ends first, it is left as Bounded leaves
-// one, its outcome unknown, and its batch still runs in order; ap's default
-// ordered stream sends whatever the caller sends next (a give-back) after it.
-func viaAutoPipeline(ctx context.Context, ap *redis.AutoPipeliner, cmd onceCmd, args []any) *redis.Cmd {
+// Queue is a Processor that queues a command for a later batch and waits
+// for its reply (go-redis's autopipelining, on its deferred face: package
+// goredis/autopipeline). Send waits until the reply came or ctx ended, and
+// reports which: true when cmd holds its reply. A command is not cancelled
+// once queued: when ctx ends first, it is left as Bounded leaves one, its
+// outcome unknown, and the caller must not read cmd. A Queue sends a batch
+// holding a NoRetry command at most once, as a client does the command, and
+// sends its batches in order: whatever the caller sends next (a give-back)
+// runs after it.
+type Queue interface {
+	Processor
+	Send(ctx context.Context, cmd redis.Cmder) bool
+}
+
+// viaQueue sends cmd on q, bounded by ctx.
+func viaQueue(ctx context.Context, q Queue, cmd onceCmd, args []any) *redis.Cmd {
 	if ctx.Err() != nil {
 		// Not queued: a client sends nothing under an ended ctx either.
 		return Late(ctx, args...)
 	}
-	if err := ap.Submit(ctx, cmd).WaitContext(ctx); err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+	if !q.Send(ctx, cmd) {
 		return Late(ctx, args...)
 	}
 	return cmd.Cmd

@@ -33,6 +33,7 @@ import (
 
 	"github.com/lockkit/lockkit/fence"
 	"github.com/lockkit/lockkit/goredis"
+	"github.com/lockkit/lockkit/goredis/autopipeline"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/redis/go-redis/v9"
@@ -71,13 +72,13 @@ var (
 
 // newLockClient builds the lockkit client. It is the one place that knows
 // the constructor's signature. Odd workers on a *redis.Client send their lock
-// commands through go-redis's autopipeliner (goredis.AutoPipelined), so each
+// commands through go-redis's autopipeliner (autopipeline.New), so each
 // history mixes both paths under the same faults and checks; not in mode
 // fifo, whose queue commands do not ride it and whose nofifo mutation
 // makes the odd workers poll.
 func newLockClient(rdb redis.UniversalClient, log *slog.Logger) (*lockkit.Client, error) {
 	if c, ok := rdb.(*redis.Client); ok && *id%2 == 1 && *mode != "fifo" {
-		return newSpecClient(goredis.AutoPipelined(c), log)
+		return newSpecClient(autopipeline.New(c), log)
 	}
 	return newSpecClient(goredis.New(rdb), log)
 }
