@@ -125,6 +125,12 @@ func New(cli *clientv3.Client, opts ...Option) driver.Spec {
 	switch {
 	case cli == nil:
 		spec.Err = errors.New("lockkit: etcd.New: nil client")
+	case cli.Ctx() == nil || cli.KV == nil || cli.Lease == nil || cli.Watcher == nil:
+		spec.Err = errors.New("lockkit: etcd.New: the client was not made by clientv3.New")
+	case cli.Ctx().Err() != nil:
+		// Every call on it would fail with "grpc: the client connection is
+		// closing"; say so once, here.
+		spec.Err = errors.New("lockkit: etcd.New: the client is closed")
 	case o.minTTL < time.Second || o.minTTL%time.Second != 0:
 		spec.Err = fmt.Errorf("lockkit: etcd.New: WithMinTTL(%v): etcd counts lease TTLs in whole seconds, at least 1s", o.minTTL)
 	default:

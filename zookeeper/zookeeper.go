@@ -42,6 +42,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/lockkit/lockkit/driver"
@@ -122,7 +124,10 @@ func parseServers(servers []string) (hosts []string, chroot string, err error) {
 	joined := strings.Join(servers, ",")
 	if i := strings.IndexByte(joined, '/'); i >= 0 {
 		joined, chroot = joined[:i], joined[i:]
-		if strings.Contains(joined, "/") || chroot != cleanPath(chroot) {
+		// A comma in the chroot is a host after it (["zk1:2181/app",
+		// "zk2:2181"]): ZooKeeper would take "/app,zk2:2181" for the chroot
+		// and drop the host.
+		if strings.Contains(chroot, ",") || chroot != cleanPath(chroot) {
 			return nil, "", fmt.Errorf("bad chroot %q in the servers: it must be one absolute path, without a trailing or doubled slash, after the last host (\"zk1:2181,zk2:2181/app\")", chroot)
 		}
 		if chroot == "/" {
@@ -152,6 +157,11 @@ func cleanPath(p string) string {
 		if seg == "." || seg == ".." {
 			return ""
 		}
+	}
+	// ZooKeeper refuses a path holding a control character (or a byte
+	// that is not UTF-8): refuse it here, not at the first acquire.
+	if !utf8.ValidString(p) || strings.ContainsFunc(p, unicode.IsControl) {
+		return ""
 	}
 	return p
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lockkit/lockkit/breaker"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/etcd"
 	"github.com/lockkit/lockkit/fence"
 	"github.com/lockkit/lockkit/gen"
 	"github.com/lockkit/lockkit/goredis"
@@ -32,11 +33,13 @@ import (
 	"github.com/lockkit/lockkit/postgres"
 	"github.com/lockkit/lockkit/schema"
 	"github.com/lockkit/lockkit/telemetry"
+	"github.com/lockkit/lockkit/zookeeper"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // publicPackages are the packages whose every exported function and method
 // the table covers.
-var publicPackages = []string{"lockkit", "goredis", "goredis/autopipeline", "fence", "schema", "gen", "telemetry", "breaker", "driver", "postgres"}
+var publicPackages = []string{"lockkit", "goredis", "goredis/autopipeline", "etcd", "zookeeper", "fence", "schema", "gen", "telemetry", "breaker", "driver", "postgres"}
 
 // exportedNames lists "pkg.Func" and "pkg.Type.Method" for every exported
 // function and method (value or pointer receiver) of the public packages.
@@ -611,6 +614,82 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 		"driver.Failure":  func(t *testing.T) { _ = driver.Failure(nil) },
 		"driver.Capacity": func(t *testing.T) { _ = driver.Capacity(nil) },
 		// postgres.
+		"etcd.New": func(t *testing.T) {
+			_, err := lockkit.New(etcd.New(nil))
+			wantErr(t, "etcd.New(nil)", err, "nil client")
+			_, err = lockkit.New(etcd.New(&clientv3.Client{}))
+			wantErr(t, "etcd.New(zero Client)", err, "clientv3.New")
+			// Made (clientv3.New does not dial), then closed before New.
+			closed, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = closed.Close()
+			c, err := lockkit.New(etcd.New(closed))
+			if err == nil {
+				_ = c.Close(ctx)
+			}
+			wantErr(t, "etcd.New(closed client)", err, "closed")
+		},
+		"etcd.WithMinTTL": func(t *testing.T) {
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cli.Close() })
+			for _, d := range append(edgeDurations, 1, 1500*time.Millisecond) {
+				_, err := lockkit.New(etcd.New(cli, etcd.WithMinTTL(d)))
+				wantErr(t, fmt.Sprintf("WithMinTTL(%v)", d), err, "WithMinTTL", "whole seconds")
+			}
+		},
+		"zookeeper.New": func(t *testing.T) {
+			for _, servers := range [][]string{nil, {}, {""}, {" , "}, {"/app"}} {
+				_, err := lockkit.New(zookeeper.New(servers))
+				wantErr(t, fmt.Sprintf("zookeeper.New(%q)", servers), err, "no servers")
+			}
+			for _, servers := range [][]string{{"zk:2181/app/"}, {"zk:2181/a//b"}, {"zk:2181/a", "zk2:2181"}, {"zk:2181/a/.."}} {
+				_, err := lockkit.New(zookeeper.New(servers))
+				wantErr(t, fmt.Sprintf("zookeeper.New(%q)", servers), err, "chroot")
+			}
+			_, err := lockkit.New(zookeeper.New([]string{"127.0.0.1:1"}, zookeeper.Option{}))
+			if err != nil {
+				t.Errorf("zookeeper.New with a zero Option: %v", err)
+			}
+		},
+		"zookeeper.WithRoot": func(t *testing.T) {
+			for _, root := range []string{"", "lockkit", "/lockkit/", "//", "/a//b", "/a/./b", "/a/..", "/a\x00b", "/a\nb", "/a\xffb"} {
+				_, err := lockkit.New(zookeeper.New([]string{"127.0.0.1:1"}, zookeeper.WithRoot(root)))
+				wantErr(t, fmt.Sprintf("WithRoot(%q)", root), err, "WithRoot", "absolute path")
+			}
+		},
+		"zookeeper.WithDigestAuth": func(t *testing.T) {
+			for _, up := range [][2]string{{"", "secret"}, {"alice", ""}, {"al:ice", "secret"}} {
+				_, err := lockkit.New(zookeeper.New([]string{"127.0.0.1:1"}, zookeeper.WithDigestAuth(up[0], up[1])))
+				wantErr(t, fmt.Sprintf("WithDigestAuth(%q, …)", up[0]), err, "WithDigestAuth")
+			}
+		},
+		"zookeeper.WithSessionTimeouts": func(t *testing.T) {
+			for _, min := range edgeDurations {
+				for _, max := range edgeDurations {
+					_, err := lockkit.New(zookeeper.New([]string{"127.0.0.1:1"}, zookeeper.WithSessionTimeouts(min, max)))
+					if min > 0 && max >= min {
+						continue // accepted: the domains' TTLs are checked against them
+					}
+					wantErr(t, fmt.Sprintf("WithSessionTimeouts(%v, %v)", min, max), err, "WithSessionTimeouts", "0 < min ≤ max")
+				}
+			}
+		},
+		"zookeeper.LockPath": func(t *testing.T) {
+			for _, root := range []string{"", "/", "/lockkit"} {
+				// Never "": a lock key has at least its domain's prefix.
+				for _, key := range []string{".", "..", "/", "a/b", "\x00", "é", strings.Repeat("x", 1<<16)} {
+					p := zookeeper.LockPath(root, key)
+					if name := p[strings.LastIndexByte(p, '/')+1:]; name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+						t.Errorf("LockPath(%q, %q) = %q: its last element is not one valid node name", root, key, p)
+					}
+				}
+			}
+		},
 		"postgres.New": func(t *testing.T) {
 			_, err := lockkit.New(postgres.New(nil))
 			wantErr(t, "postgres.New(nil)", err, "")
