@@ -30,18 +30,24 @@ import (
 // goredis.New.
 //
 // The autopipeliner is rdb's own, made on the first call (go-redis keeps one
-// per client, with rdb's Options.AutoPipelineOptions or its defaults: keep
-// them ordered, as they are by default, so a give-back follows the command
-// it gives back). Closing rdb closes it; the Client closes neither.
+// per client, with rdb's Options.AutoPipelineOptions or its defaults). It
+// must keep its commands in order, as it does by default, so that a
+// give-back follows the command it gives back: lockkit.New fails when it is
+// Unordered. Closing rdb closes it; the Client closes neither.
 func New(rdb *redis.Client) driver.Spec {
 	return seam.WithCommands("autopipeline.New", rdb, func() (rediswire.Processor, error) {
 		ap, err := rdb.AsyncAutoPipeline()
 		if err != nil {
 			return nil, err
 		}
+		if ap.Config().Unordered {
+			return nil, errUnordered
+		}
 		return queue{ap}, nil
 	})
 }
+
+var errUnordered = errors.New("rdb's autopipeliner is Unordered (Options.AutoPipelineOptions, or an earlier AsyncAutoPipelineWithOptions): its batches may run in any order, and a give-back could overtake the acquire it gives back; leave it ordered, as it is by default")
 
 // queue is an autopipeliner as a rediswire.Queue.
 type queue struct{ *redis.AutoPipeliner }

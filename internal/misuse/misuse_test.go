@@ -474,6 +474,23 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				_ = c.Close(ctx)
 			}
 			wantErr(t, "autopipeline.New(closed client)", err, "closed")
+			// An unordered autopipeliner could run a give-back before the
+			// acquire it gives back.
+			unordered := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", AutoPipelineOptions: &redis.AutoPipelineOptions{Unordered: true, MaxConcurrentBatches: 2}})
+			t.Cleanup(func() { _ = unordered.Close() })
+			c, err = lockkit.New(autopipeline.New(unordered))
+			if err == nil {
+				_ = c.Close(ctx)
+			}
+			wantErr(t, "autopipeline.New(Unordered client)", err, "autopipeline.New", "Unordered")
+			// The default options are ordered.
+			ordered := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+			t.Cleanup(func() { _ = ordered.Close() })
+			if c, err = lockkit.New(autopipeline.New(ordered)); err != nil {
+				t.Errorf("autopipeline.New(default client): %v", err)
+			} else {
+				_ = c.Close(ctx)
+			}
 		},
 		"goredis.Redlock": func(t *testing.T) {
 			_, err := lockkit.New(goredis.Redlock())
