@@ -101,78 +101,86 @@ func TestStalledServerUserClients(t *testing.T) {
 			}
 		}},
 	}
+	// The setups run at once: each waits about 2 × (its ReadTimeout or
+	// DialTimeout + stallBound) on a paused server of its own, mostly idle,
+	// so one after another they took 108 s of the package's 6 minutes in CI.
+	// (t.Parallel would run only -parallel of them at once.)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			rdb, pause, resume, keys := tc.setup(t)
-			var c *Client
-			if tc.autop {
-				c = newClientOn(t, autopipeline.New(rdb.(*redis.Client)), WithCommandTimeout(cmdTimeout))
-			} else {
-				c = newClientOver(t, rdb, WithCommandTimeout(cmdTimeout))
-			}
-			// Every client is bounded by the command timeout. go-redis
-			// itself bounds I/O by the ctx deadline only with
-			// ContextTimeoutEnabled, otherwise by ReadTimeout (3s by
-			// default) and, for a Cluster client that refreshes its
-			// slot map under the stall, DialTimeout (5s): the backend
-			// leaves such a command at the deadline (rediswire.Bounded).
-			// The server stays paused past the client's own timeouts,
-			// so that a replay queued behind the stall would run at the
-			// resume.
-			bound := cmdTimeout
-			paused := cmdTimeout
-			switch c := rdb.(type) {
-			case *redis.Client:
-				paused = max(paused, c.Options().ReadTimeout)
-			case *redis.ClusterClient:
-				paused = max(paused, c.Options().ReadTimeout, c.Options().DialTimeout)
-			}
-			for _, fencing := range []bool{false, true} {
-				d := c.Domain(DomainSpec{Name: "stall", Prefix: "lock:" + t.Name() + ":" + map[bool]string{false: "plain", true: "fenced"}[fencing] + ":", Policy: Policy{TTL: 10 * time.Second, Fencing: fencing}})
-				if d.Err() != nil {
-					t.Fatal(d.Err())
+		wg.Go(func() {
+			t.Run(tc.name, func(t *testing.T) {
+				rdb, pause, resume, keys := tc.setup(t)
+				var c *Client
+				if tc.autop {
+					c = newClientOn(t, autopipeline.New(rdb.(*redis.Client)), WithCommandTimeout(cmdTimeout))
+				} else {
+					c = newClientOver(t, rdb, WithCommandTimeout(cmdTimeout))
 				}
-				// Warm the pool: the stall must hit an open connection.
-				if err := lockOn(d, "warm").TryDo(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
-					t.Fatalf("warm-up: %v", err)
+				// Every client is bounded by the command timeout. go-redis
+				// itself bounds I/O by the ctx deadline only with
+				// ContextTimeoutEnabled, otherwise by ReadTimeout (3s by
+				// default) and, for a Cluster client that refreshes its
+				// slot map under the stall, DialTimeout (5s): the backend
+				// leaves such a command at the deadline (rediswire.Bounded).
+				// The server stays paused past the client's own timeouts,
+				// so that a replay queued behind the stall would run at the
+				// resume.
+				bound := cmdTimeout
+				paused := cmdTimeout
+				switch c := rdb.(type) {
+				case *redis.Client:
+					paused = max(paused, c.Options().ReadTimeout)
+				case *redis.ClusterClient:
+					paused = max(paused, c.Options().ReadTimeout, c.Options().DialTimeout)
 				}
-				pause()
-				start := time.Now()
-				err := lockOn(d, "stalled").TryDo(t.Context(), func(context.Context, *Lease) error { return nil })
-				took := time.Since(start)
-				time.Sleep(time.Until(start.Add(paused + stallBound)))
-				resume()
-				t.Logf("fencing=%v: TryDo on a paused server: %v after %v", fencing, err, took.Round(time.Millisecond))
-				if !errors.Is(err, ErrUnavailable) {
-					t.Errorf("fencing=%v: TryDo on a paused server = %v, want ErrUnavailable", fencing, err)
-				}
-				if took > bound+stallBound {
-					t.Errorf("fencing=%v: TryDo on a paused server took %v, want at most %v + %v", fencing, took, bound, stallBound)
-				}
-				// The key the stalled acquire may have taken is given
-				// back; poll a while (the give-back runs once the server
-				// answers).
-				ctx := t.Context()
-				var held []string
-				for range 40 {
-					held = nil
-					for _, k := range keys(ctx, "lock:"+t.Name()+"*") {
-						if !strings.HasSuffix(k, fenceSuffix) {
-							held = append(held, k)
+				for _, fencing := range []bool{false, true} {
+					d := c.Domain(DomainSpec{Name: "stall", Prefix: "lock:" + t.Name() + ":" + map[bool]string{false: "plain", true: "fenced"}[fencing] + ":", Policy: Policy{TTL: 10 * time.Second, Fencing: fencing}})
+					if d.Err() != nil {
+						t.Fatal(d.Err())
+					}
+					// Warm the pool: the stall must hit an open connection.
+					if err := lockOn(d, "warm").TryDo(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
+						t.Fatalf("warm-up: %v", err)
+					}
+					pause()
+					start := time.Now()
+					err := lockOn(d, "stalled").TryDo(t.Context(), func(context.Context, *Lease) error { return nil })
+					took := time.Since(start)
+					time.Sleep(time.Until(start.Add(paused + stallBound)))
+					resume()
+					t.Logf("fencing=%v: TryDo on a paused server: %v after %v", fencing, err, took.Round(time.Millisecond))
+					if !errors.Is(err, ErrUnavailable) {
+						t.Errorf("fencing=%v: TryDo on a paused server = %v, want ErrUnavailable", fencing, err)
+					}
+					if took > bound+stallBound {
+						t.Errorf("fencing=%v: TryDo on a paused server took %v, want at most %v + %v", fencing, took, bound, stallBound)
+					}
+					// The key the stalled acquire may have taken is given
+					// back; poll a while (the give-back runs once the server
+					// answers).
+					ctx := t.Context()
+					var held []string
+					for range 40 {
+						held = nil
+						for _, k := range keys(ctx, "lock:"+t.Name()+"*") {
+							if !strings.HasSuffix(k, fenceSuffix) {
+								held = append(held, k)
+							}
 						}
+						if len(held) == 0 {
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
 					}
-					if len(held) == 0 {
-						break
+					if len(held) > 0 {
+						t.Errorf("fencing=%v: 2s after the resume keys are still held by a lease nobody owns: %v", fencing, held)
 					}
-					time.Sleep(50 * time.Millisecond)
+					if err := lockOn(d, "stalled").TryDo(ctx, func(context.Context, *Lease) error { return nil }); err != nil {
+						t.Errorf("fencing=%v: after the resume the key is not free: %v", fencing, err)
+					}
 				}
-				if len(held) > 0 {
-					t.Errorf("fencing=%v: 2s after the resume keys are still held by a lease nobody owns: %v", fencing, held)
-				}
-				if err := lockOn(d, "stalled").TryDo(ctx, func(context.Context, *Lease) error { return nil }); err != nil {
-					t.Errorf("fencing=%v: after the resume the key is not free: %v", fencing, err)
-				}
-			}
+			})
 		})
 	}
 }
