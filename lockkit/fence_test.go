@@ -171,7 +171,10 @@ func TestFenceIncreasesAcrossClients(t *testing.T) {
 // max(TTL, policy.FenceKeep) after its fence's moment).
 func TestFenceIncreasesAfterExpiry(t *testing.T) {
 	r := testserver.StartRedis(t)
-	p := fencing(150 * time.Millisecond)
+	// Short, for the lease to expire soon; not shorter: an acquire that
+	// takes longer than the TTL (less drift) is refused, and on a loaded
+	// machine one took 178 ms.
+	p := fencing(time.Second)
 	p.Renew = -1
 	a := lockOn(testDomain(t, newClient(t, r), p), "12")
 	b := lockOn(testDomain(t, newClient(t, r), p), "12")

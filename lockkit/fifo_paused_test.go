@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -50,21 +52,31 @@ func TestFIFOPausedWaiterProcess(t *testing.T) {
 		}
 		waitQueueLen(t, rdb, hl, 1) // W is queued
 		child.Signal(t, syscall.SIGSTOP)
-		var xIn atomic.Bool
+		var (
+			xIn                    atomic.Bool
+			xStart, xCheck, xEnd   atomic.Int64 // X's fn: its start, its last check, its end (UnixNano)
+			released, resumed, got int64        // H's release, the SIGCONT, W's line read
+		)
 		xErr := make(chan error, 1)
 		go func() {
 			xErr <- xl.Do(context.Background(), func(ctx context.Context, lease *Lease) error {
+				xStart.Store(time.Now().UnixNano())
 				xIn.Store(true)
-				defer xIn.Store(false)
+				defer func() {
+					xEnd.Store(time.Now().UnixNano())
+					xIn.Store(false)
+				}()
 				for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 					if v := rdb.Get(ctx, xl.Key()).Val(); tokenOf(v) != lease.Token() {
 						return fmt.Errorf("X inside fn: the key holds %q, not X's token", v)
 					}
+					xCheck.Store(time.Now().UnixNano())
 				}
 				return nil
 			})
 		}()
 		waitQueueLen(t, rdb, hl, 2) // X queued behind W
+		released = time.Now().UnixNano()
 		if err := h.Release(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -78,11 +90,26 @@ func TestFIFOPausedWaiterProcess(t *testing.T) {
 			return xIn.Load()
 		})
 		time.Sleep(200 * time.Millisecond)
+		resumed = time.Now().UnixNano()
 		child.Signal(t, syscall.SIGCONT)
-		if got := child.Next(t); got != "in fn own" {
-			t.Errorf("round %d: W entered fn with %q (X inside fn: %v), want its own valid lease", round, got, xIn.Load())
-		} else if xIn.Load() {
-			t.Errorf("round %d: W ran fn while X was inside its fn", round)
+		line := child.Next(t)
+		got = time.Now().UnixNano()
+		inX := xIn.Load()
+		// W's line is "in fn own" and the time W read the key (UnixNano).
+		what, at, _ := strings.Cut(line, " @")
+		if what != "in fn own" {
+			t.Errorf("round %d: W entered fn with %q (X inside fn: %v), want its own valid lease", round, line, inX)
+		} else if inX {
+			// Times from H's release, in ms, for the history.
+			ms := func(ns int64) string {
+				if ns == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.1f", float64(ns-released)/1e6)
+			}
+			wAt, _ := strconv.ParseInt(at, 10, 64)
+			t.Errorf("round %d: W ran fn while X was inside its fn; ms after H's release: X's fn from %s, its last check %s, its end %s; SIGCONT %s; W read its token %s; W's line read %s",
+				round, ms(xStart.Load()), ms(xCheck.Load()), ms(xEnd.Load()), ms(resumed), ms(wAt), ms(got))
 		}
 		if got := child.Next(t); got != "result <nil>" {
 			t.Errorf("round %d: W's Do: %q, want nil (it rejoins and waits on)", round, got)
@@ -115,7 +142,7 @@ func pausedWaiter(addr, prefix string) {
 		case v != lease.Token():
 			fmt.Printf("in fn stale: the key holds %q\n", v)
 		default:
-			fmt.Println("in fn own")
+			fmt.Printf("in fn own @%d\n", time.Now().UnixNano())
 		}
 		return nil
 	})

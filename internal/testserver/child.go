@@ -92,11 +92,17 @@ func (c *Child) Send(t testing.TB, line string) {
 	}
 }
 
-// Signal sends sig to the child.
+// Signal sends sig to the child. A SIGSTOP returns once every thread of
+// the child is stopped (it takes effect as each is next scheduled).
 func (c *Child) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := syscall.Kill(c.PID, sig); err != nil {
 		t.Fatalf("signal %v to the child process %d: %v", sig, c.PID, err)
+	}
+	if sig == syscall.SIGSTOP {
+		if err := waitStopped(c.PID); err != nil {
+			t.Fatalf("the child process: %v", err)
+		}
 	}
 }
 

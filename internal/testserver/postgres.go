@@ -267,6 +267,15 @@ func (p *Postgres) Pause(t testing.TB) {
 		t.Fatalf("testserver: Pause postgres: %v", err)
 	}
 	p.signalBackends(syscall.SIGSTOP)
+	// SIGSTOP takes effect as each process is next scheduled: on a loaded
+	// machine the state read right after it was still "S" for every one
+	// (TestPostgresPauseStopsSessions under a CPU hog). Pause returns once
+	// they are all stopped.
+	for _, pid := range append(childPIDs(p.proc.pid), p.proc.pid) {
+		if err := waitStopped(pid); err != nil {
+			t.Fatalf("testserver: Pause postgres %s: %v", p.Addr(), err)
+		}
+	}
 }
 
 // signalBackends sends sig to every child of the postmaster (found in /proc

@@ -124,9 +124,13 @@ func (p *process) signalGroup(sig syscall.Signal) error {
 // scheduled, and on a loaded machine a thread of a JVM member answered a
 // request sent right after the signal (TestZooKeeperThreeFaults under a CPU
 // hog: "paused member answered").
-func (p *process) waitStopped() error {
+func (p *process) waitStopped() error { return waitStopped(p.pid) }
+
+// waitStopped is process.waitStopped for any pid the caller knows is not
+// reaped (a child of a process it has not reaped).
+func waitStopped(pid int) error {
 	deadline := time.Now().Add(5 * time.Second)
-	dir := fmt.Sprintf("/proc/%d/task", p.pid)
+	dir := fmt.Sprintf("/proc/%d/task", pid)
 	for {
 		tasks, err := os.ReadDir(dir)
 		if err != nil {
@@ -149,7 +153,7 @@ func (p *process) waitStopped() error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pid %d: %d threads still running 5s after SIGSTOP", p.pid, running)
+			return fmt.Errorf("pid %d: %d threads still running 5s after SIGSTOP", pid, running)
 		}
 		time.Sleep(time.Millisecond)
 	}
