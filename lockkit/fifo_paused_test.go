@@ -53,9 +53,9 @@ func TestFIFOPausedWaiterProcess(t *testing.T) {
 		waitQueueLen(t, rdb, hl, 1) // W is queued
 		child.Signal(t, syscall.SIGSTOP)
 		var (
-			xIn                    atomic.Bool
-			xStart, xCheck, xEnd   atomic.Int64 // X's fn: its start, its last check, its end (UnixNano)
-			released, resumed, got int64        // H's release, the SIGCONT, W's line read
+			xIn                     atomic.Bool
+			xStart, xCheck, xEnd    atomic.Int64 // X's fn: its start, its last check, its end (UnixNano)
+			released, resumed, read int64        // H's release, the SIGCONT, W's line read
 		)
 		xErr := make(chan error, 1)
 		go func() {
@@ -93,7 +93,7 @@ func TestFIFOPausedWaiterProcess(t *testing.T) {
 		resumed = time.Now().UnixNano()
 		child.Signal(t, syscall.SIGCONT)
 		line := child.Next(t)
-		got = time.Now().UnixNano()
+		read = time.Now().UnixNano()
 		inX := xIn.Load()
 		// W's line is "in fn own" and the time W read the key (UnixNano).
 		what, at, _ := strings.Cut(line, " @")
@@ -109,7 +109,7 @@ func TestFIFOPausedWaiterProcess(t *testing.T) {
 			}
 			wAt, _ := strconv.ParseInt(at, 10, 64)
 			t.Errorf("round %d: W ran fn while X was inside its fn; ms after H's release: X's fn from %s, its last check %s, its end %s; SIGCONT %s; W read its token %s; W's line read %s",
-				round, ms(xStart.Load()), ms(xCheck.Load()), ms(xEnd.Load()), ms(resumed), ms(wAt), ms(got))
+				round, ms(xStart.Load()), ms(xCheck.Load()), ms(xEnd.Load()), ms(resumed), ms(wAt), ms(read))
 		}
 		if got := child.Next(t); got != "result <nil>" {
 			t.Errorf("round %d: W's Do: %q, want nil (it rejoins and waits on)", round, got)
