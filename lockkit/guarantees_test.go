@@ -81,7 +81,6 @@ func TestDoInPausedProcessReportsLoss(t *testing.T) {
 	}
 	r := testserver.StartRedis(t)
 	rdb := r.Client(t)
-	const ttl = 300 * time.Millisecond
 	for round := range 4 {
 		key := fmt.Sprintf("lock:%s:{%d}", t.Name(), round)
 		child := testserver.StartChild(t, "^TestDoInPausedProcessReportsLoss$", "LOCKKIT_PAUSED_HOLDER="+r.Addr(), "LOCKKIT_PAUSED_KEY="+key)
@@ -109,6 +108,11 @@ func TestDoInPausedProcessReportsLoss(t *testing.T) {
 	}
 }
 
+// pausedHolderTTL is the paused holder's lease TTL, without renewal: long
+// enough that its acquire is granted on a loaded machine (a grant that took
+// longer than the TTL less drift is refused), short enough to wait out.
+const pausedHolderTTL = time.Second
+
 // pausedHolder is the child process of TestDoInPausedProcessReportsLoss.
 func pausedHolder() {
 	out := func(s string) { fmt.Println(s) }
@@ -119,7 +123,7 @@ func pausedHolder() {
 		return
 	}
 	key := os.Getenv("LOCKKIT_PAUSED_KEY")
-	d := c.Domain(DomainSpec{Name: "paused", Policy: Policy{TTL: 300 * time.Millisecond, Renew: -1}})
+	d := c.Domain(DomainSpec{Name: "paused", Policy: Policy{TTL: pausedHolderTTL, Renew: -1}})
 	in := bufio.NewReader(os.Stdin)
 	err = Lock{d: d, key: key}.Do(context.Background(), func(ctx context.Context, lease *Lease) error {
 		out("in fn")

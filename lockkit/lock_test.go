@@ -15,7 +15,7 @@ import (
 // ErrNotHeld and B's lock stays.
 func TestStolenLock(t *testing.T) {
 	r := testserver.StartRedis(t)
-	policy := Policy{TTL: 200 * time.Millisecond, Renew: -1}
+	policy := Policy{TTL: time.Second, Renew: -1}
 	a := lockOn(testDomain(t, newClient(t, r), policy), "12")
 	b := lockOn(testDomain(t, newClient(t, r), policy), "12")
 

@@ -756,7 +756,7 @@ func TestTelemetryReleaseExpired(t *testing.T) {
 		// Redis expires the key, and the late release finds nothing.
 		r := testserver.StartRedis(t)
 		g := newTelRig(t, r)
-		l := lockOn(testDomain(t, g.c, Policy{TTL: 150 * time.Millisecond, Renew: -1}), "late")
+		l := lockOn(testDomain(t, g.c, Policy{TTL: time.Second, Renew: -1}), "late")
 		lease, err := l.TryAcquire(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -925,7 +925,7 @@ func TestTelemetryLostLeaseLogCarriesTrace(t *testing.T) {
 	r := testserver.StartRedis(t)
 	var buf telLogBuf
 	g := newTelRig(t, r, WithLogger(slog.New(slog.NewJSONHandler(&buf, nil))))
-	l := lockOn(testDomain(t, g.c, Policy{TTL: 150 * time.Millisecond, Renew: -1}), "logged")
+	l := lockOn(testDomain(t, g.c, Policy{TTL: time.Second, Renew: -1}), "logged")
 	lease, err := l.TryAcquire(t.Context())
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func TestReplicasExcludeEachOther(t *testing.T) {
 func TestTTLExpiresOnTheRealClock(t *testing.T) {
 	s := lockkittest.NewServer(t)
 	a, b := s.NewClient(), s.NewClient()
-	spec := lockkit.DomainSpec{Name: "short", Pattern: "short:{id}", Policy: lockkit.Policy{TTL: 100 * time.Millisecond, Renew: -1}}
+	spec := lockkit.DomainSpec{Name: "short", Pattern: "short:{id}", Policy: lockkit.Policy{TTL: time.Second, Renew: -1}}
 	dom, domB := a.Domain(spec), b.Domain(spec)
 	if err := dom.Err(); err != nil {
 		t.Fatal(err)

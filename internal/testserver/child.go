@@ -93,7 +93,12 @@ func (c *Child) Send(t testing.TB, line string) {
 }
 
 // Signal sends sig to the child. A SIGSTOP returns once every thread of
-// the child is stopped (it takes effect as each is next scheduled).
+// the child is stopped. Until then the child may still run: the kernel
+// wakes one of its threads to start the stop, and another thread that
+// wakes meanwhile (say, for data on a socket) returns to the child's code
+// until that one is scheduled, which on a loaded machine can be long after
+// kill returned. A test that acts next on something the child must not see
+// (a handover to a "stopped" waiter) would otherwise race with it.
 func (c *Child) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := syscall.Kill(c.PID, sig); err != nil {
