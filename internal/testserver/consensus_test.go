@@ -129,7 +129,13 @@ func TestZooKeeperSingle(t *testing.T) {
 		t.Fatalf("create: %v", err)
 	}
 	z.Members[0].Restart(t)
-	deadline := time.Now().Add(20 * time.Second)
+	// A new session, as TestZooKeeperThreeFaults reads after RestartAll:
+	// Restart returns once the member serves, but the old session's
+	// reconnect may have begun while the member was going down, and
+	// go-zookeeper waits up to 10 × its receive timeout (about 27s here)
+	// for a handshake answer, which under load outlasted this test's wait.
+	conn = zkConnect(t, z)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ok, _, err := conn.Exists("/a")
 		if err == nil && ok {
