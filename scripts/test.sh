@@ -36,11 +36,6 @@ export LOCKKIT_TEST_KEYMODE="${LOCKKIT_TEST_KEYMODE:-hashed}"
 # The packages whose tests run longest are named first: go test builds and
 # starts packages in the order given (then the rest of ./..., each once), so
 # they run beside the many short ones instead of last and alone. On 2 cores
-# the lockkit package alone takes about 5 minutes.
-# The test binaries spend most of their time waiting on servers they paused,
-# stopped or delayed (on 2 cores the CPU was about 45% idle through the test
-# phase at go test's default -p, the number of CPUs), so one more binary than
-# CPUs runs at once. "$@" comes after it: -p 1 there still wins.
-p=$(( $(nproc) + 1 ))
-go test -race -count=1 -timeout 15m -p "$p" "$@" \
+# the lockkit package alone takes about 6 minutes.
+go test -race -count=1 -timeout 15m "$@" \
   ./lockkit/ ./goredis/ ./internal/faultharness/ ./postgres/ ./etcd/ ./zookeeper/ ./...
