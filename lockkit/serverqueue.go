@@ -72,6 +72,13 @@ func (l Lock) acquireServerQueue(ctx, hctx, actx context.Context, hold *obs.Hold
 				return lease, fctx, err
 			}
 		}
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, driver.ErrContended) && !errors.Is(err, breaker.ErrOpen) {
+			// The request may have been granted although its reply was
+			// lost, or came after its caller left (ctx ended, or Close):
+			// give the token back, in the background. (grant's errors wrap
+			// ErrUnavailable: it gave its token back itself.)
+			l.giveBackLater(ctx, be, token)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
@@ -82,11 +89,6 @@ func (l Lock) acquireServerQueue(ctx, hctx, actx context.Context, hold *obs.Hold
 			return fail(telnames.OutcomeTimeout, l.finalError(ErrNotAcquired, attempts, start, true))
 		}
 		if !errors.Is(err, ErrUnavailable) {
-			if !errors.Is(err, breaker.ErrOpen) {
-				// The request may have been granted although its reply was
-				// lost: give the token back, in the background.
-				l.giveBackLater(ctx, be, token)
-			}
 			err = fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		if errors.Is(err, breaker.ErrOpen) || errors.Is(err, driver.ErrFinal) {

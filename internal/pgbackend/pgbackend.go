@@ -1144,20 +1144,33 @@ func (b *Backend) check(s *session, r *round) {
 	b.endOp(s)
 }
 
-// Release unlocks key on its lease's session. held is false when the lease
-// was lost already. The lease is released on the backend when the unlock
-// ends, or at once when it is gone; when the unlock's outcome is unknown,
-// the session takes no new lock and is closed (freeing the lock) when its
-// last lease is gone.
+// Release unlocks key on its lease's session. The lease is released on the
+// backend when the unlock ends, or at once when it is gone; when the
+// unlock's outcome is unknown, the session takes no new lock and is closed
+// (freeing the lock) when its last lease is gone.
+//
+// A token the backend holds no lease for (lost, released already, or
+// granted to nobody: an acquire whose caller gave up, run by the server
+// after its connection was closed, which freed the lock with the session)
+// may still have a lease record that keeps other holders out until its
+// expiry (lock-delay). The caller gives the token up, so Release deletes
+// that record; held is false all the same (the token held no lock here:
+// a lost lease's release still reports the loss). An acquire of token
+// still in flight in this backend is left to finish: it unlocks a grant
+// nobody waits for itself.
 func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) {
 	if key == "" {
 		return false, errors.New("lockkit/pg: empty lock key")
 	}
 	b.mu.Lock()
 	l := b.leases[leaseID{key, token}]
-	if l == nil || l.s == nil || l.dead {
+	if l != nil && l.s == nil && !l.dead {
 		b.mu.Unlock()
-		return false, nil // lost, still being acquired, or released already
+		return false, nil // still being acquired
+	}
+	if l == nil || l.dead {
+		b.mu.Unlock()
+		return false, b.dropRecord(ctx, key, token)
 	}
 	s := l.s
 	s.waiting++
@@ -1178,7 +1191,10 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		if took {
 			b.endOp(s)
 		}
-		return false, nil
+		if werr != nil {
+			return false, nil // lost meanwhile; ctx leaves no time for its record
+		}
+		return false, b.dropRecord(ctx, key, token)
 	}
 	if werr != nil {
 		// Released on the Client now: the session is left to its other
@@ -1227,6 +1243,16 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		return false, fmt.Errorf("lockkit/pg: release: %w (the session is closed, which frees the lock, once its other locks are released)", st.err)
 	}
 	return held, nil
+}
+
+// dropRecord deletes token's lease record of key, if it is still there,
+// over a pool connection: no lease of the backend holds the lock, so there
+// is no lock to give back with it.
+func (b *Backend) dropRecord(ctx context.Context, key, token string) error {
+	if _, err := b.pool.Exec(ctx, sqlDropRecord, KeyID(key), token); err != nil {
+		return fmt.Errorf("lockkit/pg: release: delete the lease record of a token that holds no lock here: %w", wrapTableErr(err))
+	}
+	return nil
 }
 
 // Ping checks that the server answers. When every pool connection is out

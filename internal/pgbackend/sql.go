@@ -265,10 +265,12 @@ var (
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM r)`
 
-	// A transaction's lease record dropped when the transaction has ended:
-	// $1 key id, $2 token. As in sqlUnlock, its commit need not wait for
-	// the disk.
-	sqlTxDrop = `WITH c AS MATERIALIZED (
+	// A lease record dropped by its token, with no lock to give back: a
+	// transaction's once the transaction has ended (TxDrop), or one that a
+	// grant nobody holds left behind (Release of a token the backend holds
+	// no lease for). $1 key id, $2 token. As in sqlUnlock, its commit need
+	// not wait for the disk.
+	sqlDropRecord = `WITH c AS MATERIALIZED (
 		SELECT set_config('synchronous_commit', 'off', true) AS v
 	) DELETE FROM lockkit_leases WHERE id = $1 AND token = $2 AND (SELECT c.v FROM c) IS NOT NULL`
 )

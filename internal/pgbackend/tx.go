@@ -102,7 +102,7 @@ func TxLease(ctx context.Context, db Querier, pid uint32, key, token string, ttl
 // delayed. A record left behind (an error here) only delays the next
 // holder until the lease's expiry.
 func TxDrop(ctx context.Context, db Execer, key, token string) error {
-	if _, err := db.Exec(ctx, sqlTxDrop, KeyID(key), token); err != nil {
+	if _, err := db.Exec(ctx, sqlDropRecord, KeyID(key), token); err != nil {
 		return fmt.Errorf("lockkit/pg: drop the transaction's lease record: %w", err)
 	}
 	return nil

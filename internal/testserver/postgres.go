@@ -278,6 +278,41 @@ func (p *Postgres) Pause(t testing.TB) {
 	}
 }
 
+// PauseBackend stops one session backend of this server, pid (a child of
+// the postmaster: pg_locks.pid, pg_backend_pid()), with SIGSTOP, and returns
+// once it is stopped. The session keeps its connection and its locks and
+// answers nothing until resume, which sends SIGCONT (once; cleanup does it
+// too). A pid that is not this server's backend fails the test.
+func (p *Postgres) PauseBackend(t testing.TB, pid int) (resume func()) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ppid, ok := procStat(pid); !ok || ppid != p.proc.pid || p.proc.exited() {
+		t.Fatalf("testserver: PauseBackend: pid %d is not a backend of postgres %s", pid, p.Addr())
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("testserver: PauseBackend %d: %v", pid, err)
+	}
+	if err := waitStopped(pid); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		t.Fatalf("testserver: PauseBackend: %v", err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			// Only while it is still the postmaster's child: a reaped
+			// pid may have been reused.
+			if _, ppid, ok := procStat(pid); ok && ppid == p.proc.pid && !p.proc.exited() {
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
+}
+
 // signalBackends sends sig to every child of the postmaster (found in /proc
 // by parent pid), the session backends among them. It is a no-op once the
 // postmaster has been reaped, so a pid cannot have been reused.
