@@ -16,8 +16,11 @@ import (
 // record, then finds the connection pgx closed and exits, which frees the
 // lock but not the record. The record keeps every other holder out until
 // its expiry (lock-delay), 30s here, though no client holds its token. The
-// Client gives such a token back (Release, repeated: lockkit's giveBack);
-// that release must remove the record, so the key is free at once. Before,
+// Client gives such a token back (Release, repeated: lockkit's giveBack):
+// while that server process lives, Release must say the outcome is not
+// known yet (an error, so the give-back asks again: the process may run
+// the statement seconds later); once it has ended, Release must remove the
+// record, so the key is free at once. Before,
 // Release of a token the backend held no lease for returned without asking
 // the server, and the key stayed refused for the whole TTL (drivertest's
 // CtxCancelled failed so in round 18's R4 and R7).
@@ -54,6 +57,14 @@ func TestAbandonedGrantGivenBack(t *testing.T) {
 				t.Fatal("acquire on a stopped backend succeeded")
 			}
 			t.Logf("acquire on a stopped backend: %v", err)
+			// While the server process that may still run the statement
+			// lives, its outcome is unknown: a give-back must not count
+			// as done (the Client's asks again until it is).
+			if held, err := w.Release(ctxT(t, 5*time.Second), r.Key, r.Token); err == nil || held {
+				t.Fatalf("Release while the abandoned statement's server process is stopped = %v, %v; want an error (outcome unknown)", held, err)
+			} else {
+				t.Logf("Release while it is stopped: %v", err)
+			}
 			resume()
 			waitBackendGone(t, admin, pid)
 

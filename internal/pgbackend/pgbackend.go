@@ -142,12 +142,25 @@ type Backend struct {
 	holding  map[int64]int      // held leases by key id
 	trying   map[int64]int      // non-queued acquires in flight by key id
 	gates    map[string]*gate   // queued acquires' in-process line, by key
-	opening  int                // sessions being opened
-	opened   chan struct{}      // closed (and replaced) when an open ends
-	closed   bool
+	// abandoned: acquires whose connection was closed with the statement's
+	// outcome unknown (the server may still run it, and commit its lease
+	// record, after the close), by token: the server process that ran it,
+	// until the record would have expired. Release uses it (see there).
+	abandoned map[leaseID]abandonedAcquire
+	opening   int           // sessions being opened
+	opened    chan struct{} // closed (and replaced) when an open ends
+	closed    bool
 }
 
 type leaseID struct{ key, token string }
+
+// abandonedAcquire is an acquire whose connection was closed mid-statement:
+// pid is the server process that may still run it, and until the latest
+// its lease record could be valid (the close + the TTL, on this clock).
+type abandonedAcquire struct {
+	pid   uint32
+	until time.Time
+}
 
 // gate lets one queued acquire of a key at a time, per backend, wait in
 // PostgreSQL's queue (and then hold the lock); the others of this process
@@ -230,17 +243,18 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	}
 	life, stopLife := context.WithCancel(context.Background())
 	return &Backend{
-		pool:     pool,
-		maxHeld:  opts.MaxHeld,
-		connWait: opts.ConnWait,
-		slots:    make(chan struct{}, opts.MaxHeld),
-		life:     life,
-		stopLife: stopLife,
-		leases:   make(map[leaseID]*lease),
-		holding:  make(map[int64]int),
-		trying:   make(map[int64]int),
-		gates:    make(map[string]*gate),
-		opened:   make(chan struct{}),
+		pool:      pool,
+		maxHeld:   opts.MaxHeld,
+		connWait:  opts.ConnWait,
+		slots:     make(chan struct{}, opts.MaxHeld),
+		life:      life,
+		stopLife:  stopLife,
+		leases:    make(map[leaseID]*lease),
+		holding:   make(map[int64]int),
+		trying:    make(map[int64]int),
+		gates:     make(map[string]*gate),
+		abandoned: make(map[leaseID]abandonedAcquire),
+		opened:    make(chan struct{}),
 	}, nil
 }
 
@@ -315,6 +329,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		st    stmt
 	)
 	sent := time.Now()
+	pid := s.conn.Conn().PgConn().PID()
 	run := func() {
 		err := s.conn.QueryRow(qctx, query, args...).Scan(&ok, &fence, &set)
 		cancel()
@@ -333,6 +348,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		case err == nil && !ok:
 		case err != nil && (sessionGone(err) || s.conn.Conn().IsClosed()):
 			b.kill(s)
+			b.abandonLocked(lid, pid, req.TTL)
 		default:
 			// Granted but taken by nobody (the caller left, or Close ran),
 			// or failed after the lock may have been taken (a session lock
@@ -905,7 +921,10 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 	}
 	// The lock may have been taken before the statement failed (a session
 	// lock outlives its aborted transaction): close the session, which
-	// frees it.
+	// frees it. Its record may be committed all the same (abandonLocked).
+	b.mu.Lock()
+	b.abandonLocked(lid, conn.Conn().PgConn().PID(), req.TTL)
+	b.mu.Unlock()
 	b.discard(conn)
 	if errors.Is(context.Cause(ctx), errClosed) {
 		return 0, 0, errClosed
@@ -1169,7 +1188,11 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		return false, nil // still being acquired
 	}
 	if l == nil || l.dead {
+		ab, unsure := b.abandoned[leaseID{key, token}]
 		b.mu.Unlock()
+		if unsure {
+			return false, b.dropAbandoned(ctx, key, token, ab)
+		}
 		return false, b.dropRecord(ctx, key, token)
 	}
 	s := l.s
@@ -1243,6 +1266,52 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		return false, fmt.Errorf("lockkit/pg: release: %w (the session is closed, which frees the lock, once its other locks are released)", st.err)
 	}
 	return held, nil
+}
+
+// abandonLocked notes that the acquire of lid ran on the server process pid
+// whose connection was closed mid-statement, so its outcome is unknown: the
+// server may run it to the end after the close, taking the lock (freed when
+// the process sees the close and exits) and committing the lease record,
+// which keeps other holders out for ttl. Release of the token waits for
+// that process to end, then deletes the record (dropAbandoned). Entries
+// past their ttl are purged here. b.mu is held.
+func (b *Backend) abandonLocked(lid leaseID, pid uint32, ttl time.Duration) {
+	now := time.Now()
+	for k, a := range b.abandoned {
+		if now.After(a.until) {
+			delete(b.abandoned, k)
+		}
+	}
+	if pid != 0 {
+		b.abandoned[lid] = abandonedAcquire{pid: pid, until: now.Add(ttl)}
+	}
+}
+
+// dropAbandoned is Release of an abandoned acquire's token (abandonLocked):
+// an error while the server process that may still run the statement is
+// alive (its outcome is not known yet: the Client's give-back asks again),
+// otherwise the record is deleted, as it is final now. After the record's
+// latest expiry there is nothing left to do.
+func (b *Backend) dropAbandoned(ctx context.Context, key, token string, ab abandonedAcquire) error {
+	lid := leaseID{key, token}
+	if time.Now().Before(ab.until) {
+		var alive bool
+		if err := b.pool.QueryRow(ctx, sqlProcessAlive, int64(ab.pid)).Scan(&alive); err != nil {
+			return fmt.Errorf("lockkit/pg: release: is the server process of an abandoned acquire (pid %d) still running: %w", ab.pid, err)
+		}
+		if alive {
+			return fmt.Errorf("lockkit/pg: release: the acquire's connection was closed mid-statement, and its server process (pid %d) is still running: its outcome is not known yet", ab.pid)
+		}
+		if err := b.dropRecord(ctx, key, token); err != nil {
+			return err
+		}
+	}
+	b.mu.Lock()
+	if b.abandoned[lid] == ab {
+		delete(b.abandoned, lid)
+	}
+	b.mu.Unlock()
+	return nil
 }
 
 // dropRecord deletes token's lease record of key, if it is still there,

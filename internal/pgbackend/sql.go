@@ -265,6 +265,10 @@ var (
 		RETURNING 1)
 	SELECT EXISTS (SELECT 1 FROM r)`
 
+	// Whether server process $1 still runs (pg_stat_activity lists every
+	// backend's pid to every user).
+	sqlProcessAlive = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1::int)`
+
 	// A lease record dropped by its token, with no lock to give back: a
 	// transaction's once the transaction has ended (TxDrop), or one that a
 	// grant nobody holds left behind (Release of a token the backend holds
