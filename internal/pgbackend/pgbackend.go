@@ -1290,8 +1290,10 @@ func (b *Backend) abandonLocked(lid leaseID, pid uint32, ttl time.Duration) {
 // dropAbandoned is Release of an abandoned acquire's token (abandonLocked):
 // an error while the server process that may still run the statement is
 // alive (its outcome is not known yet: the Client's give-back asks again),
-// otherwise the record is deleted, as it is final now. After the record's
-// latest expiry there is nothing left to do.
+// otherwise the record is deleted, as it is final now: a backend leaves
+// pg_stat_activity in an on_shmem_exit hook (pgstat_beshutdown_hook), which
+// runs after ShutdownPostgres (a before_shmem_exit hook) has ended its
+// transaction. After the record's latest expiry there is nothing left to do.
 func (b *Backend) dropAbandoned(ctx context.Context, key, token string, ab abandonedAcquire) error {
 	lid := leaseID{key, token}
 	if time.Now().Before(ab.until) {
