@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/lockkit"
-	"github.com/lockkit/lockkit/postgres"
 )
 
 // TestAbandonedGrantGivenBack: an acquisition whose caller gave up while
@@ -127,15 +126,7 @@ func waitFree(t *testing.T, c *lockkit.Client, l lockkit.Lock, woke time.Time) {
 // lock (the first, when several do).
 func waiterPID(t testing.TB, pool *pgxpool.Pool, key string) int {
 	t.Helper()
-	id := postgres.KeyID(key)
-	var pid int
-	err := pool.QueryRow(ctxT(t, 5*time.Second), `SELECT coalesce((SELECT pid FROM pg_locks
-		WHERE locktype = 'advisory' AND NOT granted AND objsubid = 1
-		AND classid = $1::oid AND objid = $2::oid LIMIT 1), 0)`,
-		uint32(uint64(id)>>32), uint32(uint64(id))).Scan(&pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pid := lockPID(t, pool, key, false)
 	if pid == 0 {
 		t.Fatalf("no backend waits for %s", key)
 	}

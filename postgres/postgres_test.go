@@ -76,12 +76,19 @@ var retry = lockkit.Retry{Attempts: 100000, Initial: time.Millisecond, Max: 5 * 
 // holderPID is the PostgreSQL backend pid that holds key's advisory lock, or 0.
 func holderPID(t testing.TB, pool *pgxpool.Pool, key string) int {
 	t.Helper()
+	return lockPID(t, pool, key, true)
+}
+
+// lockPID is the pid of a PostgreSQL backend that holds (granted) or waits
+// for (not granted) key's advisory lock, or 0.
+func lockPID(t testing.TB, pool *pgxpool.Pool, key string, granted bool) int {
+	t.Helper()
 	id := postgres.KeyID(key)
 	var pid int
 	err := pool.QueryRow(ctxT(t, 5*time.Second), `SELECT coalesce((SELECT pid FROM pg_locks
-		WHERE locktype = 'advisory' AND granted AND objsubid = 1
+		WHERE locktype = 'advisory' AND granted = $3 AND objsubid = 1
 		AND classid = $1::oid AND objid = $2::oid LIMIT 1), 0)`,
-		uint32(uint64(id)>>32), uint32(uint64(id))).Scan(&pid)
+		uint32(uint64(id)>>32), uint32(uint64(id)), granted).Scan(&pid)
 	if err != nil {
 		t.Fatal(err)
 	}

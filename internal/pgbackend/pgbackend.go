@@ -329,7 +329,6 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		st    stmt
 	)
 	sent := time.Now()
-	pid := s.conn.Conn().PgConn().PID()
 	run := func() {
 		err := s.conn.QueryRow(qctx, query, args...).Scan(&ok, &fence, &set)
 		cancel()
@@ -348,7 +347,8 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 		case err == nil && !ok:
 		case err != nil && (sessionGone(err) || s.conn.Conn().IsClosed()):
 			b.kill(s)
-			b.abandonLocked(lid, pid, req.TTL)
+			// op is still ours: endOp closes conn, which keeps its pid.
+			b.abandonLocked(lid, s.conn.Conn().PgConn().PID(), req.TTL)
 		default:
 			// Granted but taken by nobody (the caller left, or Close ran),
 			// or failed after the lock may have been taken (a session lock
