@@ -56,11 +56,18 @@ var retry = lockkit.Retry{Attempts: 1 << 20, Initial: time.Millisecond, Max: 10 
 // the tree behind the backend's back.
 func rawConn(t testing.TB, servers []string) *zk.Conn {
 	t.Helper()
+	conn := dialRaw(t, servers)
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// dialRaw is rawConn's session, which the caller closes.
+func dialRaw(t testing.TB, servers []string) *zk.Conn {
+	t.Helper()
 	conn, _, err := zk.Connect(servers, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(conn.Close)
 	return conn
 }
 
