@@ -157,6 +157,7 @@ type waiter struct {
 	mu      sync.Mutex
 	watched string // the key watched; "" when none
 	ch      clientv3.WatchChan
+	made    chan clientv3.WatchChan // the watch of watched being made; nil once ch is set
 	cancel  context.CancelFunc
 }
 
@@ -175,17 +176,34 @@ func (w *waiter) Wait(ctx context.Context, fallback time.Duration) (string, erro
 	if pred != w.watched {
 		w.stopLocked()
 		if pred != "" {
+			// The client's Watch returns only once the server has
+			// answered the watch's creation: a member that stalls then
+			// would hold Wait (and Close, behind w.mu) past ctx and the
+			// fallback. It is made on a goroutine, and Wait waits for it
+			// as it waits for an event. The watch outlives this call (the
+			// next Wait goes on with it), so it is under a ctx of its own,
+			// which stopLocked ends: then Watch returns at once.
 			wctx, cancel := context.WithCancel(context.Background())
-			w.ch = w.b.cli.Watch(clientv3.WithRequireLeader(wctx), pred, clientv3.WithRev(from), clientv3.WithFilterPut())
-			w.watched, w.cancel = pred, cancel
+			made := make(chan clientv3.WatchChan, 1)
+			go func() {
+				made <- w.b.cli.Watch(clientv3.WithRequireLeader(wctx), pred, clientv3.WithRev(from), clientv3.WithFilterPut())
+			}()
+			w.watched, w.made, w.cancel = pred, made, cancel
 		}
 	}
-	ch := w.ch
+	ch, made := w.ch, w.made
 	w.mu.Unlock()
 	t := time.NewTimer(fallback)
 	defer t.Stop()
 	for {
 		select {
+		case c := <-made:
+			w.mu.Lock()
+			if w.made == made { // not stopped meanwhile
+				w.ch, w.made = c, nil
+			}
+			w.mu.Unlock()
+			ch, made = c, nil
 		case wr, ok := <-ch:
 			if !ok || wr.Err() != nil || wr.Canceled {
 				w.mu.Lock()
@@ -210,7 +228,7 @@ func (w *waiter) stopLocked() {
 	if w.cancel != nil {
 		w.cancel()
 	}
-	w.watched, w.ch, w.cancel = "", nil, nil
+	w.watched, w.ch, w.made, w.cancel = "", nil, nil, nil
 }
 
 // Granted: etcd pushes no grants; the next QueueAcquire finds it.
