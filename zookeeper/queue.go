@@ -93,8 +93,13 @@ func (w *waiter) Wait(ctx context.Context, fallback time.Duration) (string, erro
 
 func (w *waiter) watch(pred string) {
 	conn := w.a.s.conn
-	ok, _, ch, err := conn.ExistsW(pred)
-	if err == nil && ok {
+	// GetW, not ExistsW: on a node already gone, ExistsW leaves a watch for
+	// its creation, and a sequential name is never created again, so each
+	// handover that deleted the predecessor first would leave one on the
+	// server (and in go-zookeeper's list) for the session's life. GetW sets
+	// its watch only on a node that exists.
+	_, _, ch, err := conn.GetW(pred)
+	if err == nil {
 		select {
 		case <-ch:
 		case <-w.done:

@@ -367,15 +367,19 @@ func (b *backend) ReadHolder(ctx context.Context, key string) (driver.Holding, b
 }
 
 // Close closes every session: the server deletes their nodes at once,
-// which frees the locks they still hold.
+// which frees the locks they still hold. The sessions close in parallel:
+// go-zookeeper's Close waits up to a second for the server's answer, so a
+// stalled server would otherwise cost a second per session (per TTL).
 func (b *backend) Close() error {
 	b.mu.Lock()
 	ss := b.sessions
 	b.sessions, b.closed = map[time.Duration]*session{}, true
 	b.mu.Unlock()
+	var wg sync.WaitGroup
 	for _, s := range ss {
-		s.close()
+		wg.Go(s.close)
 	}
+	wg.Wait()
 	return nil
 }
 
