@@ -871,8 +871,20 @@ func (c *Client) Close(ctx context.Context) error {
 		// PostgreSQL, the idle limit of their sessions), as on Redis. An
 		// acquisition still in doubt holds no lease: it runs no fn, and its
 		// give-back stops now (on PostgreSQL, the session's end frees what
-		// it may hold).
-		_ = c.be.Close()
+		// it may hold). Close waits for it only while ctx lasts: a
+		// stalled server may hold a backend's goodbye (go-zookeeper waits
+		// up to a second per session for the server's answer). The closing
+		// then finishes in the background; no lease is left for it to end,
+		// so nothing is lost and Close reports nothing for it.
+		closed := make(chan struct{})
+		go func() {
+			defer close(closed)
+			_ = c.be.Close()
+		}()
+		select {
+		case <-closed:
+		case <-ctx.Done():
+		}
 	}
 	c.closeErr = errcheck.Returned(errors.Join(errs...))
 	return c.closeErr

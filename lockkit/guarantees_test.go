@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/internal/testserver"
@@ -207,6 +208,80 @@ func TestCloseBoundedByCtx(t *testing.T) {
 		t.Fatalf("Close took %v with a 300ms ctx", took)
 	}
 	t.Logf("Close with %d leases on a stopped server and a 300ms ctx took %v", n, took.Round(time.Millisecond))
+}
+
+// slowGoodbye is a backend whose Close waits for bye: as one whose server
+// has stalled holds it (go-zookeeper waits up to a second per session for
+// the server's answer to its close).
+type slowGoodbye struct {
+	driver.Backend
+	bye, closed chan struct{}
+}
+
+// Capabilities are the wrapped backend's, less those of the interfaces
+// the wrapper hides: its locks poll.
+func (s *slowGoodbye) Capabilities() driver.Capabilities {
+	caps := s.Backend.Capabilities()
+	caps.FairQueue, caps.ServerQueue, caps.Batching, caps.Routing, caps.Holders = false, false, false, false, false
+	return caps
+}
+
+func (s *slowGoodbye) Close() error {
+	<-s.bye
+	defer close(s.closed)
+	return s.Backend.Close()
+}
+
+// Close is bounded by its ctx while the backend's own Close is held, and
+// reports nothing for it: no lease was left, so nothing is lost. The
+// backend then finishes closing in the background.
+func TestCloseBoundedWhileBackendCloses(t *testing.T) {
+	r := testserver.StartRedis(t)
+	spec := goredis.New(r.Client(t))
+	sg := &slowGoodbye{bye: make(chan struct{}), closed: make(chan struct{})}
+	open := spec.Open
+	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
+		be, err := open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		sg.Backend = be
+		return sg, nil
+	}
+	c := newClientOn(t, spec)
+	d := testDomain(t, c, Policy{TTL: 30 * time.Second})
+	if err := lockOn(d, "k").Do(t.Context(), func(context.Context, *Lease) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		select {
+		case <-sg.bye:
+		default:
+			close(sg.bye)
+		}
+		select {
+		case <-sg.closed:
+		case <-time.After(10 * time.Second):
+			t.Error("the backend's Close did not finish once let go")
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Close(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close with nothing held = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close with a 300ms ctx still waits for the backend's Close after 10s")
+	}
+	select {
+	case <-sg.closed:
+		t.Fatal("the backend finished closing though its Close was held")
+	default:
+	}
 }
 
 // Issue 11, defect 4: leases lost through refused extends, never released by
