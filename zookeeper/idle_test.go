@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/lockkit/lockkit/zookeeper"
@@ -33,9 +34,9 @@ func watchCount(t *testing.T, m *testserver.ZKMember) int {
 	return 0
 }
 
-// TestLeavesNothingIdle: what the backend leaves on the server, and how it
-// leaves, when nothing is held. One server for both.
-func TestLeavesNothingIdle(t *testing.T) {
+// TestLeftovers: what the backend leaves on the server, what it deletes,
+// and how it leaves. One server for all.
+func TestLeftovers(t *testing.T) {
 	z := startZK(t, 1)
 	servers := z.Servers()
 	raw := rawConn(t, servers)
@@ -119,6 +120,105 @@ func TestLeavesNothingIdle(t *testing.T) {
 		t.Logf("closing %d sessions on a stopped server took %v", sessions, took.Round(time.Millisecond))
 		if took > sessions*time.Second/2 {
 			t.Errorf("closing %d sessions on a stopped server took %v: one after another", sessions, took.Round(time.Millisecond))
+		}
+	})
+	// A FIFO waiter keeps its token for its whole wait: after its
+	// acquisition is given up (its own expiry) with a create out, the next
+	// attempt of the same token makes a node of the same name. The given-up
+	// create's goroutine, its answer lost, then leaves the sweeper a node
+	// to find by that name. Before, the sweeper deleted the first node of
+	// the name it listed: the live acquisition's, granted, which freed the
+	// lock for another client while its holder's lease was valid.
+	t.Run("ByNameSweepKeepsLiveNode", func(t *testing.T) {
+		be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		q := be.(driver.Queue)
+		ctx := ctxT(t, 60*time.Second)
+		const key, tok = "lock:{byname}", "waiter"
+		if r, err := q.QueueAcquire(ctx, &driver.Request{Key: key, Token: tok, TTL: 5 * time.Second}); err != nil || !r.Granted {
+			t.Fatalf("acquire: %+v %v", r, err)
+		}
+		parent := zookeeper.LockPath("/lockkit", key)
+		live := nodes(t, raw, parent)
+		if len(live) != 1 {
+			t.Fatalf("nodes %v, want the holder's", live)
+		}
+		sentinel, err := raw.Create("/lockkit/sentinel-", nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zookeeper.LeaveOrphanByName(be, key, tok, sentinel)
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			ok, _, err := raw.Exists(sentinel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the sweeper did not reach its round's last orphan in 20s")
+			}
+		}
+		if got := nodes(t, raw, parent); len(got) != 1 || got[0] != live[0] {
+			t.Fatalf("nodes %v after the sweep of an earlier acquisition's orphan of the same token; want the live holder's %v kept", got, live)
+		}
+		if held, err := be.Extend(ctx, key, tok, 5*time.Second); err != nil || !held {
+			t.Fatalf("the holder's extend after the sweep = %v, %v; want held", held, err)
+		}
+		if held, err := q.QueueRelease(ctx, key, tok, ""); err != nil || !held {
+			t.Fatalf("release: %v %v", held, err)
+		}
+	})
+
+	// Another node of the acquisition's own token (an earlier create's whose
+	// answer was lost, when the acquisition took the other; here made by a
+	// plain session) is deleted by the acquisition's next attempt. Before,
+	// it stayed as long as its session, ahead of the token's own node: the
+	// token waited behind itself.
+	t.Run("OtherNodeOfTokenDeleted", func(t *testing.T) {
+		be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		q := be.(driver.Queue)
+		ctx := ctxT(t, 60*time.Second)
+		const key, tok = "lock:{dup}", "waiter"
+		req := func(tok string) *driver.Request { return &driver.Request{Key: key, Token: tok, TTL: 5 * time.Second} }
+		if r, err := q.QueueAcquire(ctx, req("holder")); err != nil || !r.Granted {
+			t.Fatalf("holder: %+v %v", r, err)
+		}
+		parent := zookeeper.LockPath("/lockkit", key)
+		dup, err := raw.Create(parent+"/"+zookeeper.NodeName(tok), nil, zk.FlagEphemeralSequential, zk.WorldACL(zk.PermAll))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err := q.QueueAcquire(ctx, req(tok)); err != nil || r.Granted {
+			t.Fatalf("waiter: %+v %v; want queued", r, err)
+		}
+		if held, err := q.QueueRelease(ctx, key, "holder", ""); err != nil || !held {
+			t.Fatalf("holder's release: %v %v", held, err)
+		}
+		var granted bool
+		for deadline := time.Now().Add(20 * time.Second); !granted && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			r, err := q.QueueAcquire(ctx, req(tok))
+			if err != nil {
+				t.Fatal(err)
+			}
+			granted = r.Granted
+		}
+		if !granted {
+			t.Fatalf("the token was not granted in 20s: nodes %v (its other node %s)", nodes(t, raw, parent), dup)
+		}
+		if ok, _, err := raw.Exists(dup); err != nil || ok {
+			t.Errorf("the token's other node %s: exists %v, %v; want deleted", dup, ok, err)
+		}
+		if held, err := q.QueueRelease(ctx, key, tok, ""); err != nil || !held {
+			t.Fatalf("release: %v %v", held, err)
 		}
 	})
 }

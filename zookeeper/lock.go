@@ -164,6 +164,24 @@ func (b *backend) lookup(key, token string, remove bool) *acq {
 	return a
 }
 
+// liveNode is the node of k's acquisition now, if there is one; busy when
+// it has a create whose answer has not come, or whose answer was lost (its
+// node, if any, is not known yet).
+func (b *backend) liveNode(k acqKey) (path string, busy bool) {
+	b.mu.Lock()
+	a := b.acqs[k]
+	b.mu.Unlock()
+	if a == nil {
+		return "", false
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.inflight != nil || a.unsure {
+		return "", true
+	}
+	return a.path, false
+}
+
 // Acquire is one polling attempt: the acquisition's node is created (or
 // found again), and the lock is granted when it is the lowest; otherwise
 // the node is deleted and the answer is driver.ErrContended.
@@ -187,7 +205,9 @@ func (b *backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	a.mu.Lock()
 	a.granted = true
 	a.mu.Unlock()
-	b.keepUntil(a, sent.Add(req.TTL))
+	if !b.keepUntil(a, sent.Add(req.TTL)) {
+		return 0, givenUp(req.Key)
+	}
 	if !req.Fencing {
 		return 0, nil
 	}
@@ -271,6 +291,13 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 	pos = 0
 	var predSeq int64 = -1
 	for _, c := range children {
+		if c != own && isNodeOf(c, a.name) {
+			// Another node of this token: an earlier create's, whose
+			// answer was lost (this acquisition found and took the other
+			// one), or an earlier acquisition's of the same token. It is
+			// deleted; till then it counts as any other node.
+			s.orphan(orphan{path: a.parent + "/" + c})
+		}
 		q := seqOf(c)
 		if q < 0 || q >= mySeq {
 			continue
@@ -376,7 +403,7 @@ func (a *acq) create(ctx context.Context, sid int64, data []byte) error {
 				a.unsure = false // the server made nothing
 			}
 			if a.released && a.unsure {
-				s.orphan(orphan{parent: a.parent, name: a.name})
+				s.orphan(orphan{parent: a.parent, name: a.name, k: a.k})
 			}
 			return
 		}
@@ -486,8 +513,16 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		}
 		a.mu.Unlock()
 	}
-	b.keepUntil(a, sent.Add(ttl))
-	return true, nil
+	// The backend's own expiry may have given the node up while the read
+	// was out (its timer came first): then the lease is not extended.
+	return b.keepUntil(a, sent.Add(ttl)), nil
+}
+
+// givenUp: the acquisition was given up (its own expiry, a release) while
+// an attempt of it was out; its node is the sweeper's, so nothing is granted
+// on it.
+func givenUp(key string) error {
+	return driver.Failure(fmt.Errorf("zookeeper: %s: the acquisition was given up while its attempt was out", key))
 }
 
 // keepUntil sets when a's lease ends if it is not extended again: then its
@@ -495,11 +530,12 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 // its process stops talking to the ensemble; a process that lives on but
 // stops extending a lease (a lost lease nobody released, a renewal that
 // stopped) would otherwise keep the lock for as long as it runs.
-func (b *backend) keepUntil(a *acq, until time.Time) {
+// kept is false when a was given up already: nothing is extended then.
+func (b *backend) keepUntil(a *acq, until time.Time) (kept bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.released {
-		return
+		return false
 	}
 	a.until = until
 	if a.timer == nil {
@@ -507,6 +543,7 @@ func (b *backend) keepUntil(a *acq, until time.Time) {
 	} else {
 		a.timer.Reset(time.Until(until))
 	}
+	return true
 }
 
 // expire gives up an acquisition whose lease ended without an extend.
@@ -523,8 +560,9 @@ func (b *backend) expire(a *acq) {
 
 // abandon gives an acquisition up without a request of its own: it leaves
 // the backend's map, and its node (if it has one, or may have one) goes to
-// the sweeper, which deletes it. Deleting is always right: the node's name
-// is this acquisition's token.
+// the sweeper, which deletes it. Deleting is right: the node's name is this
+// acquisition's token, and a node found by that name is kept when it is a
+// later acquisition's of the same token (session.deleteOrphan).
 func (b *backend) abandon(a *acq) {
 	a.mu.Lock()
 	if a.released {
@@ -548,7 +586,7 @@ func (b *backend) abandon(a *acq) {
 	case path != "":
 		a.s.orphan(orphan{path: path})
 	case unsure:
-		a.s.orphan(orphan{parent: a.parent, name: a.name})
+		a.s.orphan(orphan{parent: a.parent, name: a.name, k: a.k})
 	}
 }
 
@@ -582,7 +620,7 @@ func (a *acq) release(ctx context.Context) (bool, error) {
 	}
 	if path == "" {
 		if unsure {
-			s.orphan(orphan{parent: a.parent, name: a.name})
+			s.orphan(orphan{parent: a.parent, name: a.name, k: a.k})
 		}
 		return false, nil
 	}

@@ -26,7 +26,9 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 		a.mu.Lock()
 		a.granted = true
 		a.mu.Unlock()
-		b.keepUntil(a, sent.Add(req.TTL))
+		if !b.keepUntil(a, sent.Add(req.TTL)) {
+			return driver.QueueResult{}, givenUp(req.Key)
+		}
 		r := driver.QueueResult{Granted: true, LockTTL: req.TTL}
 		if req.Fencing {
 			a.mu.Lock()
@@ -38,7 +40,9 @@ func (b *backend) QueueAcquire(ctx context.Context, req *driver.Request) (driver
 	// The watch on the predecessor wakes the waiter; the fallback only
 	// covers a watch lost with its session. A waiter that stops asking
 	// (for two fallbacks) loses its place.
-	b.keepUntil(a, sent.Add(2*req.TTL+b.cmdTimeout))
+	if !b.keepUntil(a, sent.Add(2*req.TTL+b.cmdTimeout)) {
+		return driver.QueueResult{}, givenUp(req.Key)
+	}
 	return driver.QueueResult{Position: pos, LockTTL: req.TTL, Fallback: req.TTL}, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +42,7 @@ type session struct {
 type orphan struct {
 	parent string
 	name   string // the node's name prefix: the encoded token and "-"
+	k      acqKey // with name: the acquisition whose token names the node
 	path   string
 }
 
@@ -216,9 +216,11 @@ const sweepRetry = 250 * time.Millisecond
 
 // retryable: an orphan's delete that failed on the connection, or on a
 // session that ended or moved, is tried again (on the session that
-// follows: the node's name is the token, so deleting it is always right).
+// follows: the node's name is the token, so deleting it is right; see
+// deleteOrphan for a later acquisition of the same token), and so is one
+// that waits for its token's live acquisition (errLiveCreate).
 func retryable(err error) bool {
-	return isConnErr(classifyConn(err)) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
+	return errors.Is(err, errLiveCreate) || isConnErr(classifyConn(err)) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
 }
 
 // classifyConn maps an unanswered request (its ctx ended) to a connection
@@ -240,15 +242,39 @@ func (s *session) deleteOrphan(o orphan) error {
 		}
 		return err
 	}
-	path, err := s.find(ctx, o.parent, o.name)
-	if err != nil || path == "" {
+	// A node found by name is deleted only if it is not the node of the
+	// token's acquisition now: a FIFO waiter keeps its token for its whole
+	// wait, so an acquisition of the same token may have begun again since
+	// this orphan was left, and made a node of the same name. Its node,
+	// known once its create is answered, is kept; while it has a create
+	// unanswered, the orphan waits for the next round. The listing comes
+	// first: a create answered before the check below is the acquisition's
+	// node, and one sent after it is not listed.
+	if _, busy := s.b.liveNode(o.k); busy {
+		return errLiveCreate
+	}
+	paths, err := s.findAll(ctx, o.parent, o.name)
+	if err != nil || len(paths) == 0 {
 		return err
 	}
-	if err := s.delete(ctx, path); err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return err
+	live, busy := s.b.liveNode(o.k)
+	if busy {
+		return errLiveCreate
+	}
+	for _, path := range paths {
+		if path == live {
+			continue
+		}
+		if err := s.delete(ctx, path); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
 	}
 	return nil
 }
+
+// errLiveCreate: an orphan found by name waits, as its token's acquisition
+// has a create whose answer has not come (see deleteOrphan).
+var errLiveCreate = errors.New("zookeeper: the token's acquisition has a create unanswered")
 
 func (s *session) delete(ctx context.Context, path string) error {
 	_, err := call(ctx, func() (struct{}, error) { return struct{}{}, s.conn.Delete(path, -1) })
@@ -256,28 +282,39 @@ func (s *session) delete(ctx context.Context, path string) error {
 }
 
 // find is the path of parent's child whose name starts with name (a token's
-// node), "" when there is none. It syncs first, so that the server answering
-// has seen every write committed before, a create whose reply was lost
-// included.
+// node), "" when there is none (findAll's first).
 func (s *session) find(ctx context.Context, parent, name string) (string, error) {
-	if _, err := call(ctx, func() (string, error) { return s.conn.Sync(parent) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	paths, err := s.findAll(ctx, parent, name)
+	if err != nil || len(paths) == 0 {
 		return "", err
+	}
+	return paths[0], nil
+}
+
+// findAll is the paths of parent's children whose names start with name (a
+// token's nodes). It syncs first, so that the server answering has seen
+// every write committed before, a create whose reply was lost included.
+func (s *session) findAll(ctx context.Context, parent, name string) ([]string, error) {
+	if _, err := call(ctx, func() (string, error) { return s.conn.Sync(parent) }); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		return nil, err
 	}
 	children, err := call(ctx, func() ([]string, error) {
 		c, _, err := s.conn.Children(parent)
 		return c, err
 	})
 	if errors.Is(err, zk.ErrNoNode) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	i := slices.IndexFunc(children, func(c string) bool { return isNodeOf(c, name) })
-	if i < 0 {
-		return "", nil
+	var paths []string
+	for _, c := range children {
+		if isNodeOf(c, name) {
+			paths = append(paths, parent+"/"+c)
+		}
 	}
-	return parent + "/" + children[i], nil
+	return paths, nil
 }
 
 func (s *session) close() {

@@ -1,0 +1,20 @@
+package zookeeper
+
+import "github.com/lockkit/lockkit/driver"
+
+// NodeName is the name prefix of token's lock nodes (the server appends the
+// sequence).
+func NodeName(token string) string { return tokenName(token) }
+
+// LeaveOrphanByName gives the sweeper of key's acquisition for token what an
+// earlier acquisition of the same token leaves when it was given up while
+// its create was out and the create's answer was then lost (create's
+// goroutine): a node of the token's name to delete, found by name. Then a
+// node to delete by its path, which the sweeper reaches after it in the same
+// round: its deletion says the first was dealt with.
+func LeaveOrphanByName(be driver.Backend, key, token, then string) {
+	b := be.(*backend)
+	a := b.lookup(key, token, false)
+	a.s.orphan(orphan{parent: a.parent, name: a.name, k: a.k})
+	a.s.orphan(orphan{path: then})
+}
