@@ -34,6 +34,18 @@ func watchCount(t *testing.T, m *testserver.ZKMember) int {
 	return 0
 }
 
+// openBackend is zookeeper.New's driver on servers, closed with the test,
+// for the tests that act on the seam directly.
+func openBackend(t *testing.T, servers []string) driver.Backend {
+	t.Helper()
+	be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Close() })
+	return be
+}
+
 // TestLeftovers: what the backend leaves on the server, what it deletes,
 // and how it leaves. One server for all.
 func TestLeftovers(t *testing.T) {
@@ -48,11 +60,7 @@ func TestLeftovers(t *testing.T) {
 	// the server, and in go-zookeeper's list, for the session's life, one
 	// per such handover (20 after 20, in the review that found it).
 	t.Run("NoWatchLeftByHandover", func(t *testing.T) {
-		be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Close()
+		be := openBackend(t, servers)
 		q := be.(driver.Queue)
 		ctx := ctxT(t, 60*time.Second)
 		const key = "lock:{handover}"
@@ -97,10 +105,7 @@ func TestLeftovers(t *testing.T) {
 	// second for the server's answer; one session after another, 12 took
 	// about 12s.
 	t.Run("CloseStalledServer", func(t *testing.T) {
-		be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		be := openBackend(t, servers)
 		ctx := ctxT(t, 60*time.Second)
 		const sessions = 12
 		for i := range sessions {
@@ -130,11 +135,7 @@ func TestLeftovers(t *testing.T) {
 	// the name it listed: the live acquisition's, granted, which freed the
 	// lock for another client while its holder's lease was valid.
 	t.Run("ByNameSweepKeepsLiveNode", func(t *testing.T) {
-		be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Close()
+		be := openBackend(t, servers)
 		q := be.(driver.Queue)
 		ctx := ctxT(t, 60*time.Second)
 		const key, tok = "lock:{byname}", "waiter"
@@ -180,11 +181,7 @@ func TestLeftovers(t *testing.T) {
 	// it stayed as long as its session, ahead of the token's own node: the
 	// token waited behind itself.
 	t.Run("OtherNodeOfTokenDeleted", func(t *testing.T) {
-		be, err := zookeeper.New(servers, bounds).Open(driver.Config{CommandTimeout: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Close()
+		be := openBackend(t, servers)
 		q := be.(driver.Queue)
 		ctx := ctxT(t, 60*time.Second)
 		const key, tok = "lock:{dup}", "waiter"
