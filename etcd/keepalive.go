@@ -22,12 +22,24 @@ import (
 type keeper struct {
 	cli *clientv3.Client
 
-	mu     sync.Mutex // guards cur and closed
-	cur    *kaStream
-	closed bool
-	base   context.Context // cancelled by close: ends every stream
-	stop   context.CancelFunc
-	wg     sync.WaitGroup // the streams' receivers
+	mu      sync.Mutex // guards cur, opening and closed
+	cur     *kaStream
+	opening *kaOpening // the stream being opened; nil when none
+	closed  bool
+	base    context.Context // cancelled by close: ends every stream, and an opening
+	stop    context.CancelFunc
+	wg      sync.WaitGroup // the openings and the streams' receivers
+}
+
+// kaOpening is a stream being opened, off the callers' path: gRPC holds a
+// new stream while the connection is CONNECTING, up to its connect timeout
+// (20s at least) when the member accepts the connection but does not answer
+// its handshake (a stopped member). Each caller waits for it within its own
+// ctx; close cancels it (k.base).
+type kaOpening struct {
+	done chan struct{} // closed once s and err are set
+	s    *kaStream
+	err  error
 }
 
 // kaStream is one stream, and its keep-alives waiting for their answers.
@@ -58,7 +70,7 @@ func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s, err := k.stream(); err == nil {
+	if s, err := k.stream(ctx); err == nil {
 		broke, err := k.onStream(ctx, s, id)
 		if !broke {
 			return err
@@ -99,33 +111,66 @@ func (k *keeper) onStream(ctx context.Context, s *kaStream, id clientv3.LeaseID)
 	return true, err
 }
 
-// stream is the current stream, opened when there is none.
-func (k *keeper) stream() (*kaStream, error) {
+// stream is the current stream, opened when there is none, awaited within
+// ctx.
+func (k *keeper) stream(ctx context.Context) (*kaStream, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if k.closed {
+		k.mu.Unlock()
 		return nil, context.Canceled
 	}
 	if k.cur != nil {
-		return k.cur, nil
+		s := k.cur
+		k.mu.Unlock()
+		return s, nil
 	}
+	o := k.opening
+	if o == nil {
+		o = &kaOpening{done: make(chan struct{})}
+		k.opening = o
+		k.wg.Add(1)
+		go k.open(o)
+	}
+	k.mu.Unlock()
+	select {
+	case <-o.done:
+		return o.s, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// open opens a stream for o and makes it the current one, unless the keeper
+// was closed meanwhile.
+func (k *keeper) open(o *kaOpening) {
+	defer k.wg.Done()
 	// As the client's own keep-alive stream: a member without a leader
 	// ends it, rather than keeping keep-alives it cannot renew.
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(k.base))
 	st, err := pb.NewLeaseClient(k.cli.ActiveConnection()).LeaseKeepAlive(ctx)
-	if err != nil {
+	k.mu.Lock()
+	defer close(o.done)
+	defer k.mu.Unlock()
+	k.opening = nil
+	switch {
+	case err != nil:
 		cancel()
-		return nil, err
+		o.err = err
+		return
+	case k.closed:
+		cancel() // ends st
+		o.err = context.Canceled
+		return
 	}
 	s := &kaStream{stream: st, cancel: cancel, waiting: make(map[int64][]chan kaAnswer)}
 	k.cur = s
-	k.wg.Add(1)
+	o.s = s
+	k.wg.Add(1) // open's own count is still held: close's Wait has not ended
 	go func() {
 		defer k.wg.Done()
 		s.receive()
 		k.broken(s)
 	}()
-	return s, nil
 }
 
 // broken forgets s, if it is still the current stream, and ends it.
@@ -138,7 +183,7 @@ func (k *keeper) broken(s *kaStream) {
 	s.cancel()
 }
 
-// close ends the stream and waits for its receiver.
+// close ends the stream and an opening under way, and waits for them.
 func (k *keeper) close() {
 	k.mu.Lock()
 	k.closed = true
