@@ -86,6 +86,17 @@ func (l Lock) acquireServerQueue(ctx, hctx, actx context.Context, hold *obs.Hold
 			return fail(telnames.OutcomeClosed, ErrClosed)
 		case errors.Is(err, driver.ErrContended):
 			contended = true
+			// The store's wait ends before the caller's ctx does, keeping
+			// time for the reply: when that, not MaxWait, ended it, the
+			// wait is over at ctx's end (its error, not contention), or at
+			// MaxWait if that comes first. (The last stretch is not spent
+			// in the queue: at most the command timeout.)
+			if rest := p.Retry.MaxWait - time.Since(start); rest >= time.Millisecond && !c.pause(ctx, rest) {
+				if ctx.Err() == nil {
+					return fail(telnames.OutcomeClosed, ErrClosed)
+				}
+				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
+			}
 			return fail(telnames.OutcomeTimeout, l.finalError(ErrNotAcquired, attempts, start, true))
 		}
 		if !errors.Is(err, ErrUnavailable) {

@@ -84,7 +84,9 @@ func New(pool *pgxpool.Pool, opts ...Option) driver.Spec {
 	if pool == nil {
 		spec.Err = errors.New("lockkit: postgres.New: nil pool")
 	} else {
-		spec.Open = func(driver.Config) (driver.Backend, error) {
+		spec.Open = func(dc driver.Config) (driver.Backend, error) {
+			o := o
+			o.RoundTrip = dc.CommandTimeout
 			b, err := pgbackend.New(pool, o)
 			if err != nil {
 				return nil, err

@@ -122,6 +122,12 @@ type Options struct {
 	// backend has no session it could use instead. 0 means
 	// DefaultConnWait; ctx's cancellation ends it too.
 	ConnWait time.Duration
+	// RoundTrip is what the caller's deadline leaves a statement beyond
+	// its wait: the Client's command timeout. AcquireWait keeps a quarter of
+	// the time its ctx leaves for the reply, and never more than this, so a
+	// wait bounded by MaxWait (the Client's ctx for it ends RoundTrip after
+	// MaxWait) waits all of MaxWait. 0: no cap.
+	RoundTrip time.Duration
 }
 
 // Backend implements driver.Backend and driver.Waiter over a pgxpool.Pool.
@@ -131,6 +137,8 @@ type Backend struct {
 	maxHeld  int
 	connWait time.Duration
 	slots    chan struct{} // one token per connection the backend has out of the pool
+
+	roundTrip time.Duration // Options.RoundTrip
 
 	life     context.Context // ended by Close: waits in PostgreSQL's queue end with it
 	stopLife context.CancelFunc
@@ -231,6 +239,9 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 	if opts.ConnWait < 0 {
 		return nil, fmt.Errorf("lockkit/pg: ConnWait %v is negative", opts.ConnWait)
 	}
+	if opts.RoundTrip < 0 {
+		return nil, fmt.Errorf("lockkit/pg: RoundTrip %v is negative", opts.RoundTrip)
+	}
 	maxConns := int(pool.Config().MaxConns)
 	if opts.MaxHeld == 0 {
 		opts.MaxHeld = max(1, maxConns/2)
@@ -246,6 +257,7 @@ func New(pool *pgxpool.Pool, opts Options) (*Backend, error) {
 		pool:      pool,
 		maxHeld:   opts.MaxHeld,
 		connWait:  opts.ConnWait,
+		roundTrip: opts.RoundTrip,
 		slots:     make(chan struct{}, opts.MaxHeld),
 		life:      life,
 		stopLife:  stopLife,
@@ -870,9 +882,13 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 	if dl, ok := ctx.Deadline(); ok {
 		// End the wait on the server before ctx ends it on the client
 		// (which would close the connection), leaving a quarter of what
-		// remains, at least 25ms, for the round trip.
+		// remains, at least 25ms and at most RoundTrip, for the round trip.
 		left := time.Until(dl)
-		wait = min(wait, left-max(left/4, 25*time.Millisecond))
+		keep := max(left/4, 25*time.Millisecond)
+		if b.roundTrip > 0 {
+			keep = min(keep, max(b.roundTrip, 25*time.Millisecond))
+		}
+		wait = min(wait, left-keep)
 	}
 	if wait < time.Millisecond {
 		giveBack()
