@@ -123,7 +123,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		// passed): it gives the lock back through the queue, which hands it
 		// on, so there is nothing left to leave.
 		lease, fctx, err = l.grant(ctx, hctx, hold, be, granted{
-			token: token, fence: r.Fence, validUntil: validUntil, attempts: attempts, contended: contended,
+			token: token, fence: r.Fence, sent: base, validUntil: validUntil, attempts: attempts, contended: contended,
 			queue: q, firstRenew: firstRenew, into: into,
 		}, forDo)
 		if err != nil && err != ErrClosed {

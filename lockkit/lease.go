@@ -71,7 +71,10 @@ const (
 var errReleased = errors.New("lockkit: lease released")
 
 // initLease makes *lease a new lease (lease is fresh memory, not shared).
-func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int64, deadline time.Time, hctx context.Context, hold *obs.Hold) {
+// start is the lease's start, from which its TTL counts, and so its max hold;
+// deadline is no later than start + TTL − drift (a FIFO handover's is
+// earlier: the lock's first TTL on the server is shorter).
+func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int64, start, deadline time.Time, hctx context.Context, hold *obs.Hold) {
 	logCtx := context.Background()
 	if hold != nil {
 		// Keep the span, not the caller's ctx: the lease outlives it.
@@ -79,8 +82,10 @@ func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int6
 	}
 	*lease = Lease{lock: l, be: be, token: token, fence: fence, deadline: deadline, hold: hold, logCtx: logCtx}
 	if p := &l.d.policy; p.MaxHold > 0 {
-		// deadline is start + TTL − drift: the cap counts from the same start.
-		lease.holdEnd = deadline.Add(p.MaxHold - p.TTL)
+		// The cap counts from the start, as the TTL does, less the same
+		// drift; not from deadline, which a handover brings forward (that
+		// cost a handed-over lease TTL − its first TTL of its max hold).
+		lease.holdEnd = start.Add(p.MaxHold - l.d.drift)
 	}
 }
 

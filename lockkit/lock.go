@@ -240,7 +240,7 @@ func (l Lock) poll(ctx context.Context, hold *obs.Hold, retry bool, r *Retry, st
 type granted struct {
 	token     string
 	fence     int64
-	sent      time.Time
+	sent      time.Time // the lease's start: the attempt's send, or a FIFO grant's base
 	attempts  int
 	contended bool
 
@@ -292,7 +292,7 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 	if lease == nil {
 		lease = new(Lease)
 	}
-	initLease(lease, l, be, g.token, g.fence, validUntil, hctx, hold)
+	initLease(lease, l, be, g.token, g.fence, g.sent, validUntil, hctx, hold)
 	lease.queue, lease.firstRenew = g.queue, g.firstRenew
 	fctx := hctx
 	if forDo {
