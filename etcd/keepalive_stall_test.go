@@ -2,7 +2,6 @@ package etcd_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,25 +51,10 @@ func TestKeeperStreamReconnecting(t *testing.T) {
 		t.Fatalf("extend: held %v, %v", held, err)
 	}
 
-	var (
-		mu     sync.Mutex
-		paused bool
-	)
-	resume := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if paused {
-			c.Members[0].Resume(t)
-			paused = false
-		}
-	}
-	t.Cleanup(resume)
-	mu.Lock()
-	c.Members[0].Pause(t)
-	paused = true
-	mu.Unlock()
+	m := newStoppable(t, c.Members[0])
+	m.pause()
 	pausedAt := time.Now()
-	wake := time.AfterFunc(40*time.Second, resume)
+	wake := time.AfterFunc(40*time.Second, m.resume)
 	defer wake.Stop()
 
 	// gRPC's keep-alive declares the connection dead (10s + 2s), and the
@@ -110,10 +94,8 @@ func TestKeeperStreamReconnecting(t *testing.T) {
 	_ = be.Close()
 	closeTook := time.Since(start)
 	r := <-extended
-	mu.Lock()
-	stillPaused := paused
-	mu.Unlock()
-	resume()
+	stillPaused := m.stopped()
+	m.resume()
 	t.Logf("extend while reconnecting: returned %v after it was called (ctx 500ms): held %v, %v", r.took.Round(time.Millisecond), r.held, r.err)
 	t.Logf("backend Close, called with the connection %v: returned %v after it was called (member still stopped: %v)", st, closeTook.Round(time.Millisecond), stillPaused)
 	if r.took > 2*time.Second {

@@ -46,6 +46,44 @@ func (s *stallAfterQueued) ReadHolder(ctx context.Context, key string) (driver.H
 	return s.h.ReadHolder(ctx, key)
 }
 
+// stoppable stops one member (SIGSTOP) at a moment of the test's choosing
+// and wakes it once, whatever comes first: the test, a timer, or cleanup.
+type stoppable struct {
+	t      *testing.T
+	m      *testserver.EtcdMember
+	mu     sync.Mutex
+	paused bool
+}
+
+func newStoppable(t *testing.T, m *testserver.EtcdMember) *stoppable {
+	s := &stoppable{t: t, m: m}
+	t.Cleanup(s.resume)
+	return s
+}
+
+func (s *stoppable) pause() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m.Pause(s.t)
+	s.paused = true
+}
+
+func (s *stoppable) resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paused {
+		s.m.Resume(s.t)
+		s.paused = false
+	}
+}
+
+// stopped reports whether the member is still stopped.
+func (s *stoppable) stopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.paused
+}
+
 // TestFIFOWaitStalledMember: a FIFO waiter whose etcd member stalls right
 // after answering its join ends at its ctx, while the member is still
 // stopped (guarantee 7: every call is bounded). clientv3's Watch returns
@@ -64,25 +102,8 @@ func TestFIFOWaitStalledMember(t *testing.T) {
 		_ = holder.Release(ctxT(t, 10*time.Second))
 	}()
 
-	var (
-		mu     sync.Mutex
-		paused bool
-	)
-	resume := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if paused {
-			c.Members[0].Resume(t)
-			paused = false
-		}
-	}
-	t.Cleanup(resume)
-	w := &stallAfterQueued{pause: func() {
-		mu.Lock()
-		defer mu.Unlock()
-		c.Members[0].Pause(t)
-		paused = true
-	}}
+	m := newStoppable(t, c.Members[0])
+	w := &stallAfterQueued{pause: m.pause}
 	spec := etcd.New(newCli(t, c))
 	open := spec.Open
 	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
@@ -98,7 +119,7 @@ func TestFIFOWaitStalledMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The member stays stopped for 20s at most, or until Do has returned.
-	wake := time.AfterFunc(20*time.Second, resume)
+	wake := time.AfterFunc(20*time.Second, m.resume)
 	defer wake.Stop()
 
 	w.armed.Store(true)
@@ -110,10 +131,8 @@ func TestFIFOWaitStalledMember(t *testing.T) {
 		return nil
 	})
 	took := time.Since(start)
-	mu.Lock()
-	stillPaused := paused
-	mu.Unlock()
-	resume()
+	stillPaused := m.stopped()
+	m.resume()
 	t.Logf("the waiter's Do returned after %v: %v", took.Round(time.Millisecond), err)
 	if w.armed.Load() {
 		t.Fatal("the waiter never queued: the history did not happen")
