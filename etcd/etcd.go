@@ -433,7 +433,9 @@ func (b *backend) lookup(key, token string) *acq {
 }
 
 // Extend keeps this acquisition's own lease alive, then checks that its own
-// key is still there with its create revision.
+// key is still there with its create revision. Both are hedged: a member that
+// stopped answering may hold the keep-alive stream, or be the one the
+// balancer picks for the read.
 func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
 	secs, err := b.check(key, ttl)
 	if err != nil {
@@ -453,7 +455,9 @@ func (b *backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		}
 		return false, classify(err)
 	}
-	resp, err := b.cli.Get(ctx, a.key)
+	resp, err := hedged(ctx, hedges, func(ctx context.Context, _ int) (*clientv3.GetResponse, error) {
+		return b.cli.Get(ctx, a.key)
+	})
 	if err != nil {
 		return false, classify(err)
 	}

@@ -65,11 +65,28 @@ func newKeeper(cli *clientv3.Client) *keeper {
 
 // keepAliveOnce renews lease id once: nil when the server renewed it,
 // rpctypes.ErrLeaseNotFound when the lease is gone, as the client's
-// KeepAliveOnce answers.
+// KeepAliveOnce answers. The keep-alive goes on the stream; one that the
+// stream leaves unanswered is sent again through the client's KeepAliveOnce,
+// beside it (hedged): the stream may be open on a member that stopped
+// answering. A stream so passed by is ended (onStream), and the next
+// keep-alive opens one again.
 func (k *keeper) keepAliveOnce(ctx context.Context, id clientv3.LeaseID) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	_, err := hedged(ctx, hedges, func(ctx context.Context, n int) (struct{}, error) {
+		if n > 0 {
+			_, err := k.cli.KeepAliveOnce(ctx, id)
+			return struct{}{}, err
+		}
+		return struct{}{}, k.viaStream(ctx, id)
+	})
+	return err
+}
+
+// viaStream renews lease id once on the stream; when there is none, or it
+// broke first, through the client's KeepAliveOnce.
+func (k *keeper) viaStream(ctx context.Context, id clientv3.LeaseID) error {
 	if s, err := k.stream(ctx); err == nil {
 		broke, err := k.onStream(ctx, s, id)
 		if !broke {
