@@ -94,13 +94,20 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			case p.Renew > 0 && need > c.cmdTimeout:
 				firstRenew = need / 2
 			default:
+				// Not past the max hold, counted from base as the
+				// lease's own (initLease): a whole TTL from now could
+				// pass it by the time the waiter waited.
 				esent := time.Now()
+				ettl, _, none := d.extendTTL(d.holdEnd(base), esent)
+				if none {
+					break // validUntil is before the cap already
+				}
 				ectx, cancel := context.WithTimeout(actx, c.cmdTimeout)
-				ok, err := be.Extend(ectx, l.key, token, p.TTL)
+				ok, err := be.Extend(ectx, l.key, token, ettl)
 				cancel()
 				switch {
 				case err == nil && ok:
-					validUntil = esent.Add(p.TTL - d.drift)
+					validUntil = esent.Add(ettl - d.drift)
 				case err == nil:
 					// Expired under us (a paused waiter): not a grant any
 					// more. The next attempt rejoins at the tail.

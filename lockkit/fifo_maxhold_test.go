@@ -2,9 +2,12 @@ package lockkit
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/goredis"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
@@ -57,5 +60,122 @@ func TestFIFOHandoverKeepsMaxHold(t *testing.T) {
 	// waiter's wait (~300ms) before it. Allow a second of slack.
 	if out.ended.IsZero() || held < maxHold-time.Second-300*time.Millisecond {
 		t.Fatalf("handed-over lease lost %v after its grant, with max_hold %v", held, maxHold)
+	}
+}
+
+// queueClock is goredis.New's backend, recording when each QueueAcquire
+// was called: a FIFO lease's start is no later than the last one before
+// its grant (a direct grant's send, or the send whose answer placed the
+// waiter the handover found).
+type queueClock struct {
+	driver.Backend
+	q        driver.Queue
+	mu       sync.Mutex
+	last     time.Time
+	answered chan struct{} // a token per answer, dropped when full
+}
+
+func (w *queueClock) QueueAcquire(ctx context.Context, req *driver.Request) (driver.QueueResult, error) {
+	at := time.Now()
+	w.mu.Lock()
+	w.last = at
+	w.mu.Unlock()
+	r, err := w.q.QueueAcquire(ctx, req)
+	select {
+	case w.answered <- struct{}{}:
+	default:
+	}
+	return r, err
+}
+
+// Capabilities are the wrapped backend's, less those of the interfaces the
+// wrapper hides; it keeps the queue.
+func (w *queueClock) Capabilities() driver.Capabilities {
+	caps := w.Backend.Capabilities()
+	caps.ServerQueue, caps.Batching, caps.Routing, caps.Holders = false, false, false, false
+	return caps
+}
+
+func (w *queueClock) lastCall() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+func (w *queueClock) QueueRelease(ctx context.Context, key, token, prev string) (bool, error) {
+	return w.q.QueueRelease(ctx, key, token, prev)
+}
+
+func (w *queueClock) QueueSubscribe(key, token string) driver.QueueWaiter {
+	return w.q.QueueSubscribe(key, token)
+}
+
+// TestFIFOHandoverExtendKeepsCap: a FIFO handover extended at once (the
+// handover's 2s leave no time for the first renewal) sets the server's
+// expiry no later than the lease's max hold, counted from its start. The
+// extend asked for a whole TTL from its send, which with a max_hold a
+// little above the TTL passed the cap by the time since the waiter's last
+// send (up to a fallback interval, 200ms).
+func TestFIFOHandoverExtendKeepsCap(t *testing.T) {
+	r := testserver.StartRedis(t)
+	const (
+		ttl     = 5 * time.Second
+		maxHold = ttl + 10*time.Millisecond
+	)
+	p := Policy{TTL: ttl, MaxHold: maxHold, Wait: "fifo", Retry: Retry{MaxWait: 10 * time.Second}}
+	a := lockOn(testDomain(t, newClient(t, r), p), "mh")
+	var w *queueClock
+	spec := goredis.New(r.Client(t))
+	open := spec.Open
+	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
+		be, err := open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		w = &queueClock{Backend: be, q: be.(driver.Queue), answered: make(chan struct{}, 1)}
+		return w, nil
+	}
+	// A command timeout of 1s: a handover's 2s leave less than that once
+	// the first renewal is due, so the take extends at once.
+	b := lockOn(testDomain(t, newClientOn(t, spec, WithCommandTimeout(time.Second)), p), "mh")
+	raw := r.Client(t)
+
+	h, err := a.TryAcquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		expiry, start time.Time
+		err           error
+	}
+	done := make(chan res, 1)
+	go func() {
+		var out res
+		out.err = b.Do(context.Background(), func(ctx context.Context, lease *Lease) error {
+			out.start = w.lastCall()
+			pttl, err := raw.PTTL(ctx, lease.Key()).Result()
+			out.expiry = time.Now().Add(pttl)
+			return err
+		})
+		done <- out
+	}()
+	// Release 150ms after one of the waiter's sends was answered: its
+	// next comes a fallback interval (200ms) after it, so the handover's
+	// extend is sent ~150ms after the lease's start.
+	<-w.answered // the join
+	<-w.answered // a refresh
+	time.Sleep(150 * time.Millisecond)
+	if err := h.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	out := <-done
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	over := out.expiry.Sub(out.start.Add(maxHold))
+	t.Logf("server expiry %v after the waiter's last send (max_hold %v): %v past the cap", out.expiry.Sub(out.start), maxHold, over)
+	// 25ms for the extend's way to the server and PTTL's whole ms.
+	if over > 25*time.Millisecond {
+		t.Errorf("the handed-over lease's server expiry is %v past its max_hold %v from its start", over, maxHold)
 	}
 }

@@ -81,12 +81,38 @@ func initLease(lease *Lease, l Lock, be driver.Backend, token string, fence int6
 		logCtx = trace.ContextWithSpanContext(logCtx, trace.SpanContextFromContext(hctx))
 	}
 	*lease = Lease{lock: l, be: be, token: token, fence: fence, deadline: deadline, hold: hold, logCtx: logCtx}
-	if p := &l.d.policy; p.MaxHold > 0 {
-		// The cap counts from the start, as the TTL does, less the same
-		// drift; not from deadline, which a handover brings forward (that
-		// cost a handed-over lease TTL − its first TTL of its max hold).
-		lease.holdEnd = start.Add(p.MaxHold - l.d.drift)
+	lease.holdEnd = l.d.holdEnd(start)
+}
+
+// holdEnd is when a lease that started at start reaches its max hold on
+// this clock; zero without a max_hold. The cap counts from the start, as
+// the TTL does, less the same drift; not from a deadline, which a handover
+// brings forward (that cost a handed-over lease TTL − its first TTL of its
+// max hold).
+func (d *Domain) holdEnd(start time.Time) time.Time {
+	if d.policy.MaxHold <= 0 {
+		return time.Time{}
 	}
+	return start.Add(d.policy.MaxHold - d.drift)
+}
+
+// extendTTL is the TTL an extend sent at sent asks for: the domain's, or,
+// near the max hold (holdEnd, zero for none), only what reaches the cap:
+// holdEnd + drift on the server's clock, counted from the send (capped).
+// none: too little is left for the store to keep; the last extend already
+// reached the cap.
+func (d *Domain) extendTTL(holdEnd, sent time.Time) (ttl time.Duration, capped, none bool) {
+	ttl = d.policy.TTL
+	if holdEnd.IsZero() {
+		return ttl, false, false
+	}
+	left := holdEnd.Add(d.drift).Sub(sent)
+	if left >= ttl {
+		return ttl, false, false
+	}
+	g := max(d.c.caps.TTLGranularity, time.Millisecond)
+	ttl = left.Truncate(g)
+	return ttl, true, ttl < max(d.c.caps.MinTTL, g)
 }
 
 // lostAtDeadline is why a lease whose deadline passed is lost: its max
@@ -340,23 +366,14 @@ func (l *Lease) extend(parent context.Context) error {
 		err error
 	)
 	sent := time.Now()
-	ttl, capped := d.policy.TTL, false
-	if !l.holdEnd.IsZero() {
-		// Never past the max hold: the last extends reach only the cap
-		// (holdEnd + drift on the server's clock, counted from the send).
-		if left := l.holdEnd.Add(d.drift).Sub(sent); left < ttl {
-			g := max(d.c.caps.TTLGranularity, time.Millisecond)
-			ttl, capped = left.Truncate(g), true
-			if ttl < max(d.c.caps.MinTTL, g) {
-				// Too little left for the store to keep: the last
-				// extend already reached the cap.
-				span.End(telnames.OutcomeOK, nil)
-				l.mu.Lock()
-				l.capped = true
-				l.mu.Unlock()
-				return nil
-			}
-		}
+	// Never past the max hold: the last extends reach only the cap.
+	ttl, capped, none := d.extendTTL(l.holdEnd, sent)
+	if none {
+		span.End(telnames.OutcomeOK, nil)
+		l.mu.Lock()
+		l.capped = true
+		l.mu.Unlock()
+		return nil
 	}
 	if re, yes := l.be.(driver.ReplicaExtender); yes && d.policy.Replicas > 0 {
 		// The new expiry counts only once the replicas hold it: until then
