@@ -23,6 +23,7 @@ import (
 // stream in line, under its lock, with a ctx only Close cancels, so the
 // keep-alive and Close waited for those 20s.
 func TestKeeperStreamReconnecting(t *testing.T) {
+	t.Parallel() // idle: it waits out gRPC's keep-alive timers
 	c := testserver.StartEtcd(t, 1)
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:            c.Endpoints(),

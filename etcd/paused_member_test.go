@@ -23,6 +23,7 @@ import (
 // The keep-alive stream is put on the member to be stopped: the client
 // knows only that member while the leases take their first renewal.
 func TestPausedFollowerKeepsLeases(t *testing.T) {
+	t.Parallel() // idle: it waits out renewals
 	c := testserver.StartEtcd(t, 3)
 	x := (c.Leader(t, 10*time.Second) + 1) % 3
 	cli := newCliOn(t, c.Members[x].Endpoint())
