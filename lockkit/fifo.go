@@ -133,7 +133,14 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			token: token, fence: r.Fence, sent: base, validUntil: validUntil, attempts: attempts, contended: contended,
 			queue: q, firstRenew: firstRenew, into: into,
 		}, forDo)
-		if err != nil && err != ErrClosed {
+		var late tooLate
+		switch {
+		case errors.As(err, &late):
+			// Given back, and handed on: the token holds nothing. The
+			// next attempt joins again at the tail, as after a handover
+			// that expired (a waiter paused between the grant and here).
+			return nil, nil, nil, true
+		case err != nil && err != ErrClosed:
 			queued = false
 			lease, fctx, err = fail(telnames.OutcomeUnavailable, fmt.Errorf("lockkit: acquire %s: %w", l.key, err))
 		}

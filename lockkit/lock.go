@@ -282,9 +282,13 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 	if time.Until(validUntil) <= 0 {
 		// The reply came too late to trust: the key may already have
 		// expired. Give it back and count it as a backend failure.
-		l.dropToken(ctx, be, g.token)
+		back := l.dropToken(ctx, be, g.token)
 		if !g.validUntil.IsZero() {
-			return nil, ctx, fmt.Errorf("%w: the grant came too late to trust (TTL %v less drift)", ErrUnavailable, p.TTL)
+			err := fmt.Errorf("%w: the grant came too late to trust (TTL %v less drift)", ErrUnavailable, p.TTL)
+			if back {
+				err = tooLate{err}
+			}
+			return nil, ctx, err
 		}
 		return nil, ctx, fmt.Errorf("%w: acquire took %v, longer than the TTL %v less drift", ErrUnavailable, time.Since(g.sent).Round(time.Millisecond), p.TTL)
 	}
@@ -323,6 +327,13 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 	}
 	return lease, fctx, nil
 }
+
+// tooLate is grant's error for a FIFO grant that came too late to trust
+// and was given back at once: its token holds nothing, and the waiter may
+// join again with it.
+type tooLate struct{ error }
+
+func (e tooLate) Unwrap() error { return e.error }
 
 // testHookTracked, when set by a test, runs right after a new lease is
 // tracked: where a Close could come between tracking and handing out.
@@ -421,12 +432,15 @@ func (l Lock) releaseToken(ctx context.Context, be driver.Backend, token string)
 
 // dropToken gives back token, granted l by an acquisition that will not
 // make it a lease (the client closed, or the grant came too late to trust).
-// When the release goes unanswered, giveBack goes on in the background.
-// The caller is a counted acquisition (Client.beginAcquire).
-func (l Lock) dropToken(ctx context.Context, be driver.Backend, token string) {
+// When the release goes unanswered, giveBack goes on in the background
+// (back is false): the token must not be used again. The caller is a
+// counted acquisition (Client.beginAcquire).
+func (l Lock) dropToken(ctx context.Context, be driver.Backend, token string) (back bool) {
 	if _, err := l.releaseToken(ctx, be, token); err != nil {
 		l.giveBackLater(ctx, be, token)
+		return false
 	}
+	return true
 }
 
 // giveBackLater runs giveBack on its own goroutine, counted as an

@@ -3,6 +3,7 @@ package lockkit
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,6 +74,23 @@ type queueClock struct {
 	mu       sync.Mutex
 	last     time.Time
 	answered chan struct{} // a token per answer, dropped when full
+	// after, when set, runs on each answer before the caller gets it.
+	after func(driver.QueueResult, error)
+}
+
+// wrapQueue is spec with its backend wrapped in a queueClock, set in *w
+// when the Client opens it.
+func wrapQueue(spec driver.Spec, w **queueClock, after func(driver.QueueResult, error)) driver.Spec {
+	open := spec.Open
+	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
+		be, err := open(cfg)
+		if err != nil {
+			return nil, err
+		}
+		*w = &queueClock{Backend: be, q: be.(driver.Queue), answered: make(chan struct{}, 1), after: after}
+		return *w, nil
+	}
+	return spec
 }
 
 func (w *queueClock) QueueAcquire(ctx context.Context, req *driver.Request) (driver.QueueResult, error) {
@@ -81,6 +99,9 @@ func (w *queueClock) QueueAcquire(ctx context.Context, req *driver.Request) (dri
 	w.last = at
 	w.mu.Unlock()
 	r, err := w.q.QueueAcquire(ctx, req)
+	if w.after != nil {
+		w.after(r, err)
+	}
 	select {
 	case w.answered <- struct{}{}:
 	default:
@@ -125,16 +146,7 @@ func TestFIFOHandoverExtendKeepsCap(t *testing.T) {
 	p := Policy{TTL: ttl, MaxHold: maxHold, Wait: "fifo", Retry: Retry{MaxWait: 10 * time.Second}}
 	a := lockOn(testDomain(t, newClient(t, r), p), "mh")
 	var w *queueClock
-	spec := goredis.New(r.Client(t))
-	open := spec.Open
-	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
-		be, err := open(cfg)
-		if err != nil {
-			return nil, err
-		}
-		w = &queueClock{Backend: be, q: be.(driver.Queue), answered: make(chan struct{}, 1)}
-		return w, nil
-	}
+	spec := wrapQueue(goredis.New(r.Client(t)), &w, nil)
 	// A command timeout of 1s: a handover's 2s leave less than that once
 	// the first renewal is due, so the take extends at once.
 	b := lockOn(testDomain(t, newClientOn(t, spec, WithCommandTimeout(time.Second)), p), "mh")
@@ -177,5 +189,36 @@ func TestFIFOHandoverExtendKeepsCap(t *testing.T) {
 	// 25ms for the extend's way to the server and PTTL's whole ms.
 	if over > 25*time.Millisecond {
 		t.Errorf("the handed-over lease's server expiry is %v past its max_hold %v from its start", over, maxHold)
+	}
+}
+
+// TestFIFOGrantTooLateRejoins: a FIFO grant whose answer is taken up only
+// after its TTL (a waiter paused between the answer and the grant) is given
+// back and the waiter joins again, waiting on within max_wait, as after a
+// handover that expired; it ended the wait with ErrUnavailable.
+func TestFIFOGrantTooLateRejoins(t *testing.T) {
+	r := testserver.StartRedis(t)
+	const ttl = time.Second
+	p := Policy{TTL: ttl, Wait: "fifo", Retry: Retry{MaxWait: 10 * time.Second}}
+	var (
+		w      *queueClock
+		grants atomic.Int32
+	)
+	spec := wrapQueue(goredis.New(r.Client(t)), &w, func(r driver.QueueResult, err error) {
+		if err == nil && r.Granted && grants.Add(1) == 1 {
+			time.Sleep(ttl + 200*time.Millisecond) // the first grant, past its TTL
+		}
+	})
+	lk := lockOn(testDomain(t, newClientOn(t, spec), p), "late")
+	ran := false
+	err := lk.Do(t.Context(), func(ctx context.Context, lease *Lease) error {
+		ran = true
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("Do = %v (fn ran: %v) after its first grant came too late; want a grant on joining again", err, ran)
+	}
+	if n := grants.Load(); n != 2 {
+		t.Errorf("%d grants; want 2: the late one given back, then one on joining again", n)
 	}
 }
