@@ -183,6 +183,11 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 	sched := retrySchedule{r: &p.Retry, start: start}
 	tel := startSetHolds(ctx, set)
 	contended := false
+	stopped := func(attempts int) ([]*Lease, []context.Context, error) {
+		err := fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
+		tel.settle(ctxOutcome(ctx), attempts, contended, nil, err)
+		return nil, nil, err
+	}
 	for attempts := 1; ; attempts++ {
 		var (
 			leases []*Lease
@@ -202,8 +207,13 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			contended = true
 		}
 		giveBack(ctx, leases)
+		if ctx.Err() != nil && err != ErrClosed {
+			// ctx ended during the attempt: its error, as a single lock's
+			// wait returns, not the contention the attempt found.
+			return stopped(attempts)
+		}
 		retryable := errors.Is(err, ErrNotAcquired) || errors.Is(err, ErrUnavailable)
-		if !retry || !retryable || !p.Retry.retries() || ctx.Err() != nil {
+		if !retry || !retryable || !p.Retry.retries() {
 			tel.settle(setOutcome(ctx, err, telnames.OutcomeContended), attempts, contended, nil, err)
 			return nil, nil, err
 		}
@@ -220,9 +230,7 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 				tel.settle(telnames.OutcomeClosed, attempts, contended, nil, ErrClosed)
 				return nil, nil, ErrClosed
 			}
-			err = fmt.Errorf("lockkit: DoAll: stopped waiting after %d attempt(s): %w", attempts, ctx.Err())
-			tel.settle(ctxOutcome(ctx), attempts, contended, nil, err)
-			return nil, nil, err
+			return stopped(attempts)
 		}
 	}
 }
