@@ -63,7 +63,11 @@ func TestDoAllCtxEndsDuringAttempt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = held.Release(t.Context()) }()
+	defer func() {
+		if err := held.Release(t.Context()); err != nil {
+			t.Error(err)
+		}
+	}()
 
 	for _, batch := range []bool{true, false} {
 		w := &cancelOnContended{batch: batch}
