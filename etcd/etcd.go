@@ -650,15 +650,31 @@ func (b *backend) revoke(ctx context.Context, lease clientv3.LeaseID) {
 }
 
 // revokeLater revokes lease off the caller's path, bounded by the command
-// timeout; Close waits for it.
+// timeout; Close waits for it. Once Close has begun (an acquisition still
+// under way when Client.Close's ctx ended), the caller revokes it in line,
+// bounded the same way: Close's wait may be over.
 func (b *backend) revokeLater(lease clientv3.LeaseID) {
-	b.bg.Add(1)
+	b.mu.Lock()
+	closed := b.closed
+	if !closed {
+		b.bg.Add(1)
+	}
+	b.mu.Unlock()
+	if closed {
+		b.revokeBounded(lease)
+		return
+	}
 	go func() {
 		defer b.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), b.timeout())
-		defer cancel()
-		b.revoke(ctx, lease)
+		b.revokeBounded(lease)
 	}()
+}
+
+// revokeBounded revokes lease within the command timeout.
+func (b *backend) revokeBounded(lease clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout())
+	defer cancel()
+	b.revoke(ctx, lease)
 }
 
 func (b *backend) timeout() time.Duration {
@@ -688,9 +704,13 @@ func (b *backend) Close() error {
 	}
 	clear(b.spares)
 	clear(b.acqs)
+	b.bg.Add(len(ids)) // under b.mu: no revokeLater adds after this
 	b.mu.Unlock()
 	for _, id := range ids {
-		b.revokeLater(id)
+		go func() {
+			defer b.bg.Done()
+			b.revokeBounded(id)
+		}()
 	}
 	b.bg.Wait()
 	b.ka.close()
