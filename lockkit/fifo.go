@@ -135,10 +135,11 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 		}, forDo)
 		var late tooLate
 		switch {
-		case errors.As(err, &late):
+		case retry && errors.As(err, &late):
 			// Given back, and handed on: the token holds nothing. The
 			// next attempt joins again at the tail, as after a handover
 			// that expired (a waiter paused between the grant and here).
+			// A single attempt ends here, as below.
 			return nil, nil, nil, true
 		case err != nil && err != ErrClosed:
 			queued = false
@@ -158,6 +159,10 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				return lease, fctx, err
 			}
 			queued = true
+			if !retry {
+				// A single attempt: the handover expired under it.
+				return fail(telnames.OutcomeContended, l.notAcquired())
+			}
 			if ctx.Err() != nil {
 				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 			}

@@ -2,6 +2,7 @@ package lockkit
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,33 +193,53 @@ func TestFIFOHandoverExtendKeepsCap(t *testing.T) {
 	}
 }
 
-// TestFIFOGrantTooLateRejoins: a FIFO grant whose answer is taken up only
-// after its TTL (a waiter paused between the answer and the grant) is given
-// back and the waiter joins again, waiting on within max_wait, as after a
-// handover that expired; it ended the wait with ErrUnavailable.
-func TestFIFOGrantTooLateRejoins(t *testing.T) {
+// lateGrants is a FIFO lock whose grants come too late to trust (their
+// answers held past the TTL): the first only, or every one; grants counts
+// them.
+func lateGrants(t *testing.T, every bool) (lk Lock, grants *atomic.Int32) {
 	r := testserver.StartRedis(t)
 	const ttl = time.Second
 	p := Policy{TTL: ttl, Wait: "fifo", Retry: Retry{MaxWait: 10 * time.Second}}
-	var (
-		w      *queueClock
-		grants atomic.Int32
-	)
+	var w *queueClock
+	grants = new(atomic.Int32)
 	spec := wrapQueue(goredis.New(r.Client(t)), &w, func(r driver.QueueResult, err error) {
-		if err == nil && r.Granted && grants.Add(1) == 1 {
-			time.Sleep(ttl + 200*time.Millisecond) // the first grant, past its TTL
+		if err == nil && r.Granted && (grants.Add(1) == 1 || every) {
+			time.Sleep(ttl + 200*time.Millisecond)
 		}
 	})
-	lk := lockOn(testDomain(t, newClientOn(t, spec), p), "late")
-	ran := false
-	err := lk.Do(t.Context(), func(ctx context.Context, lease *Lease) error {
-		ran = true
-		return nil
+	return lockOn(testDomain(t, newClientOn(t, spec), p), "late"), grants
+}
+
+// TestFIFOGrantTooLateRejoins: a FIFO grant whose answer is taken up only
+// after its TTL (a waiter paused between the answer and the grant) is given
+// back and the waiter joins again, waiting on within max_wait, as after a
+// handover that expired; it ended the wait with ErrUnavailable. A single
+// attempt (TryAcquire) still ends there, with ErrUnavailable.
+func TestFIFOGrantTooLateRejoins(t *testing.T) {
+	t.Run("Do", func(t *testing.T) {
+		lk, grants := lateGrants(t, false)
+		ran := false
+		err := lk.Do(t.Context(), func(ctx context.Context, lease *Lease) error {
+			ran = true
+			return nil
+		})
+		if err != nil || !ran {
+			t.Fatalf("Do = %v (fn ran: %v) after its first grant came too late; want a grant on joining again", err, ran)
+		}
+		if n := grants.Load(); n != 2 {
+			t.Errorf("%d grants; want 2: the late one given back, then one on joining again", n)
+		}
 	})
-	if err != nil || !ran {
-		t.Fatalf("Do = %v (fn ran: %v) after its first grant came too late; want a grant on joining again", err, ran)
-	}
-	if n := grants.Load(); n != 2 {
-		t.Errorf("%d grants; want 2: the late one given back, then one on joining again", n)
-	}
+	t.Run("TryAcquireOneAttempt", func(t *testing.T) {
+		lk, grants := lateGrants(t, true)
+		ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+		defer cancel()
+		l, err := lk.TryAcquire(ctx)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("TryAcquire = %v, %v; want ErrUnavailable, the late grant given back", l, err)
+		}
+		if n := grants.Load(); n != 1 {
+			t.Errorf("TryAcquire, a single attempt, took %d grants", n)
+		}
+	})
 }
