@@ -664,10 +664,13 @@ func (b *backend) revokeLater(lease clientv3.LeaseID) {
 		b.revokeBounded(lease)
 		return
 	}
-	go func() {
-		defer b.bg.Done()
-		b.revokeBounded(lease)
-	}()
+	go b.revokeCounted(lease)
+}
+
+// revokeCounted is revokeBounded for a revoke already added to b.bg.
+func (b *backend) revokeCounted(lease clientv3.LeaseID) {
+	defer b.bg.Done()
+	b.revokeBounded(lease)
 }
 
 // revokeBounded revokes lease within the command timeout.
@@ -707,10 +710,7 @@ func (b *backend) Close() error {
 	b.bg.Add(len(ids)) // under b.mu: no revokeLater adds after this
 	b.mu.Unlock()
 	for _, id := range ids {
-		go func() {
-			defer b.bg.Done()
-			b.revokeBounded(id)
-		}()
+		go b.revokeCounted(id)
 	}
 	b.bg.Wait()
 	b.ka.close()
