@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target of the module (each `func FuzzX` in a _test.go file,
 # found by name, so a new target is fuzzed without being listed here) for a
-# short fixed time: LOCKKIT_FUZZTIME (default 7s) each, on top of the seed
+# short fixed time: LOCKKIT_FUZZTIME (default 5s) each, on top of the seed
 # corpora that `go test` already runs. A failure leaves its input under the
 # package's testdata/fuzz, to commit as a regression seed once fixed.
 # Extra arguments go to `go test` (e.g. -v).
@@ -14,7 +14,7 @@
 # that wrote a failing input, fails at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzztime="${LOCKKIT_FUZZTIME:-7s}"
+fuzztime="${LOCKKIT_FUZZTIME:-5s}"
 retries=2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
