@@ -1,6 +1,10 @@
 package zookeeper
 
-import "github.com/lockkit/lockkit/driver"
+import (
+	"time"
+
+	"github.com/lockkit/lockkit/driver"
+)
 
 // NodeName is the name prefix of token's lock nodes (the server appends the
 // sequence).
@@ -17,4 +21,16 @@ func LeaveOrphanByName(be driver.Backend, key, token, then string) {
 	a := b.lookup(key, token, false)
 	a.s.orphan(orphan{parent: a.parent, name: a.name, k: a.k})
 	a.s.orphan(orphan{path: then})
+}
+
+// SessionServer is the server be's session for ttl is connected (or
+// connecting) to, "" before it is dialled.
+func SessionServer(be driver.Backend, ttl time.Duration) string {
+	b := be.(*backend)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if s := b.sessions[ttl]; s != nil {
+		return s.conn.Server()
+	}
+	return ""
 }

@@ -485,6 +485,24 @@ func TestEnsemble(t *testing.T) {
 		_ = child.Wait(t, 10*time.Second)
 	})
 
+	// The server a holder's session is on stops answering (SIGSTOP): a
+	// follower for 2 TTLs, then the leader for up to 9s, cut short by the
+	// contender's grant. Then a new session's first server is the stopped
+	// one (paused_server_test.go).
+	for _, role := range []string{"follower", "leader"} {
+		pauseFor := 2 * ttl
+		if role == "leader" {
+			// Far past the election: a client whose reconnection cycles to
+			// the stopped leader must not stay there while the new leader
+			// serves.
+			pauseFor = 9 * time.Second
+		}
+		t.Run("PauseSessionServer/"+role, func(t *testing.T) {
+			pausedSessionServer(t, z, servers, role, ttl, pauseFor)
+		})
+	}
+	t.Run("PausedServerNewSession", func(t *testing.T) { pausedServerNewSession(t, z, servers) })
+
 	// A create whose reply is lost, through a proxy in front of a follower.
 	t.Run("LostCreateReply", func(t *testing.T) {
 		leader := z.Leader(t, 10*time.Second)
