@@ -151,8 +151,16 @@ func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *T
 				return fn(ctx, &Term{lease: lease})
 			})
 		}
-		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) || ctx.Err() != nil {
+		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, ErrUnavailable) {
 			return err
+		}
+		if ctx.Err() != nil {
+			// ctx ended after the round's last attempt was checked against
+			// it: ctx's end, not that round's contention, is why Lead stops.
+			if errors.Is(err, ctx.Err()) {
+				return err
+			}
+			return l.ctxError(ctx, 0, time.Now())
 		}
 		if errors.Is(err, ErrNotAcquired) && l.d.tel.Tracing() {
 			// Another candidate leads: remember its term span, for the

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/internal/telnames"
 	"github.com/lockkit/lockkit/internal/testserver"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Kinds do not mix: a lock domain has no Election and an election domain no
@@ -78,5 +81,58 @@ func TestElectionLostTerm(t *testing.T) {
 	}
 	ostop()
 	for range ch {
+	}
+}
+
+// endHook cancels a ctx when a lockkit.hold span ends while armed: the
+// moment an acquisition's last attempt was checked against ctx and found
+// the key held, before Lead looked at ctx. It stands for a ctx whose
+// deadline passes in that window.
+type endHook struct {
+	armed  atomic.Bool
+	cancel context.CancelFunc
+}
+
+func (h *endHook) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (h *endHook) OnEnd(s sdktrace.ReadOnlySpan) {
+	if strings.HasPrefix(s.Name(), telnames.SpanHold) && h.armed.Load() {
+		h.cancel()
+	}
+}
+func (h *endHook) Shutdown(context.Context) error   { return nil }
+func (h *endHook) ForceFlush(context.Context) error { return nil }
+
+// Lead returns an error matching ctx's when ctx ends while it campaigns,
+// also when ctx ends right after a round's last attempt found the term
+// held, before Lead looked at ctx: never a bare ErrNotAcquired, which a
+// caller reads as "campaign again".
+func TestElectionLeadCtxEndsAfterRound(t *testing.T) {
+	r := testserver.StartRedis(t)
+	p := Policy{TTL: 2 * time.Second, Kind: "election", Retry: Retry{Attempts: 1}}
+	bg, cancelAll := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelAll()
+	leader := testDomain(t, newClient(t, r), p).Key(1).Literal("x").Election()
+	elected, hold := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- leader.Lead(bg, func(context.Context, *Term) error { close(elected); <-hold; return nil })
+	}()
+	<-elected
+	defer func() {
+		close(hold)
+		if err := <-done; err != nil {
+			t.Errorf("the leader's Lead = %v", err)
+		}
+	}()
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	hook := &endHook{cancel: cancel}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(hook))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	e := testDomain(t, newClient(t, r, WithTracerProvider(tp)), p).Key(1).Literal("x").Election()
+	hook.armed.Store(true)
+	err := e.Lead(ctx, func(context.Context, *Term) error { return errors.New("led") })
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrNotAcquired) {
+		t.Errorf("Lead with ctx cancelled while it campaigned = %v; want an error matching context.Canceled (Lead's doc), not ErrNotAcquired", err)
 	}
 }
