@@ -17,7 +17,8 @@ import (
 // server (connecting, or being re-established after an expiry).
 var errNotConnected = errors.New("zookeeper: no session with the ensemble")
 
-// session is one ZooKeeper session (a zk.Conn) asked for a timeout of ttl,
+// session is one ZooKeeper session (a zk.Conn) asked for a timeout of
+// sessionTimeout(ttl) (the TTL unless the ensemble timing is declared),
 // shared by every domain with that TTL. go-zookeeper reconnects it by
 // itself, keeping the session when the server still has it and making a new
 // one after an expiry: the acquisitions record the session id they were made
@@ -73,8 +74,9 @@ func (l zkLog) Printf(format string, args ...any) {
 
 func (b *backend) dial(ttl time.Duration) (*session, error) {
 	s := &session{b: b, ttl: ttl, changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
-	conn, _, err := zk.Connect(b.hosts, ttl,
-		zk.WithDialer(handshakeDialer(ttl*2/3)),
+	timeout := b.o.sessionTimeout(ttl)
+	conn, _, err := zk.Connect(b.hosts, timeout,
+		zk.WithDialer(handshakeDialer(timeout*2/3)),
 		zk.WithLogger(zkLog{s}),
 		zk.WithLogInfo(true), // the handshake's line is an info line: never off, whatever the default
 		zk.WithEventCallback(func(ev zk.Event) {
@@ -170,8 +172,8 @@ func (s *session) wait(ctx context.Context) (int64, error) {
 	for {
 		sid, neg, ok, changed := s.current()
 		if ok {
-			if neg < s.ttl {
-				return 0, fmt.Errorf("zookeeper: the ensemble granted a session timeout of %v for the TTL %v (its maxSessionTimeout is lower): a lease would outlive its session; lower the domain's ttl, or raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts: %w", neg, s.ttl, driver.ErrFinal)
+			if want := s.b.o.sessionTimeout(s.ttl); neg < want {
+				return 0, fmt.Errorf("zookeeper: the ensemble granted a session timeout of %v for the TTL %v, which needs %v (its maxSessionTimeout is lower): a lease would outlive its session; lower the domain's ttl, or raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts: %w", neg, s.ttl, want, driver.ErrFinal)
 			}
 			if err := s.auth(ctx); err != nil {
 				return 0, err

@@ -69,6 +69,10 @@ type options struct {
 	root                   string
 	user, password         string
 	minSession, maxSession time.Duration
+	// tick and syncLimit: the ensemble's timing, when declared
+	// (WithEnsembleTiming); syncLimit 0 when not.
+	tick      time.Duration
+	syncLimit int
 }
 
 // WithRoot sets the node under which lock nodes live (below the chroot of
@@ -89,6 +93,64 @@ func WithDigestAuth(user, password string) Option {
 // them. Default 4s and 40s (tickTime 2s).
 func WithSessionTimeouts(min, max time.Duration) Option {
 	return Option{func(o *options) { o.minSession, o.maxSession = min, max }}
+}
+
+// WithEnsembleTiming declares the ensemble's tickTime and syncLimit (zoo.cfg),
+// and makes leases safe against a follower cut off from its leader.
+//
+// A session's timeout is decided by the leader, from the activity its
+// followers report on their pings. A follower cut off from the leader (a
+// network partition between servers) keeps answering its clients from its
+// stale state for up to syncLimit × tickTime, while the leader hears nothing
+// of their sessions and expires them after their timeout. A holder whose
+// session is on that follower keeps extending its lease on reads the follower
+// answers, while the leader deletes its node and grants the key to another
+// client: two valid leases (TestQuorumPartition: the second was granted with
+// the first valid for another 0.85–0.92 s, TTL 1 s, syncLimit × tickTime 2 s).
+//
+// Declared, each session asks for a timeout of 2 × TTL + 3/2 × (syncLimit ×
+// tickTime + tickTime) (sessionTimeout), so that the leader expires a
+// session only after every lease extended on a cut-off follower's answers
+// has ended. The cost: the node of a holder whose process dies stays until
+// that longer timeout, and the TTL must leave it within the declared
+// session timeout bounds (WithSessionTimeouts; MaxTTL). Undeclared, the
+// session timeout is the TTL, as before.
+func WithEnsembleTiming(tick time.Duration, syncLimit int) Option {
+	return Option{func(o *options) { o.tick, o.syncLimit = tick, syncLimit }}
+}
+
+// sessionTimeout is the session timeout asked for a TTL: the TTL, or with
+// the ensemble's timing declared, long enough that the leader keeps the
+// session past every lease counted from a cut-off follower's answers. Such a
+// follower answers for up to S = syncLimit × tickTime after its last report
+// to the leader, and that report, sent at most a tick (a ping interval, and
+// the leader's expiry rounding) after the activity it carries, may carry
+// activity up to P older still: P ≤ the TTL (a lease not extended for a TTL
+// is lost) and P ≤ a third of the session timeout (go-zookeeper pings an
+// idle session that often). A lease counted from a read answered at s ends
+// by s + TTL; the leader expires the session no sooner than
+// s − S − tick − P + timeout. timeout = 2 × TTL + 3/2 × (S + tick) meets
+// both bounds on P.
+func (o *options) sessionTimeout(ttl time.Duration) time.Duration {
+	if o.syncLimit == 0 {
+		return ttl
+	}
+	return 2*ttl + 3*(time.Duration(o.syncLimit)*o.tick+o.tick)/2
+}
+
+// ttlBounds are the TTLs whose session timeout lies within the declared
+// session timeout bounds, in whole milliseconds.
+func (o *options) ttlBounds() (lo, hi time.Duration) {
+	if o.syncLimit == 0 {
+		return o.minSession, o.maxSession
+	}
+	lag := o.sessionTimeout(0)
+	lo = max((o.minSession-lag+1)/2, time.Millisecond).Round(time.Millisecond)
+	for o.sessionTimeout(lo) < o.minSession {
+		lo += time.Millisecond
+	}
+	hi = ((o.maxSession - lag) / 2).Truncate(time.Millisecond)
+	return lo, hi
 }
 
 // New is the ZooKeeper backend for lockkit.New over the ensemble's servers
@@ -179,6 +241,14 @@ func (o *options) check() error {
 	if o.minSession <= 0 || o.maxSession < o.minSession {
 		return fmt.Errorf("WithSessionTimeouts(%v, %v): want 0 < min ≤ max (the server's minSessionTimeout and maxSessionTimeout)", o.minSession, o.maxSession)
 	}
+	if o.syncLimit != 0 || o.tick != 0 {
+		if o.syncLimit <= 0 || o.tick < time.Millisecond || o.tick%time.Millisecond != 0 {
+			return fmt.Errorf("WithEnsembleTiming(%v, %d): want the servers' tickTime (whole milliseconds) and syncLimit (ticks, at least 1), such as 2s and 5", o.tick, o.syncLimit)
+		}
+		if lo, hi := o.ttlBounds(); hi < lo || hi < 10*time.Millisecond {
+			return fmt.Errorf("WithEnsembleTiming(%v, %d): the session timeout a TTL needs (2 × TTL + %v) leaves no TTL within the session timeout bounds %v–%v; raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts", o.tick, o.syncLimit, o.sessionTimeout(0), o.minSession, o.maxSession)
+		}
+	}
 	return nil
 }
 
@@ -220,9 +290,10 @@ func newBackend(hosts []string, chroot string, o options, cfg driver.Config) *ba
 // Capabilities: TTLs between the declared session timeout bounds, fences
 // (Czxid), a FIFO queue, and a holder read (elections).
 func (b *backend) Capabilities() driver.Capabilities {
+	minTTL, maxTTL := b.o.ttlBounds()
 	return driver.Capabilities{
 		Name:   b.name,
-		MinTTL: b.o.minSession, MaxTTL: b.o.maxSession, TTLGranularity: time.Millisecond,
+		MinTTL: minTTL, MaxTTL: maxTTL, TTLGranularity: time.Millisecond,
 		Fences: true, FairQueue: true, Holders: true,
 	}
 }
@@ -240,6 +311,13 @@ func (b *backend) CheckTTL(ttl time.Duration) error {
 }
 
 func (b *backend) ttlError(ttl time.Duration) error {
+	if b.o.syncLimit != 0 {
+		lo, hi := b.o.ttlBounds()
+		if ttl < lo || ttl > hi {
+			return fmt.Errorf("ttl %v needs a session timeout of %v (2 × ttl + %v, for the ensemble timing declared with zookeeper.WithEnsembleTiming), outside the ZooKeeper ensemble's session timeout bounds %v–%v: use a ttl between %v and %v, or widen minSessionTimeout/maxSessionTimeout on the servers and declare them with zookeeper.WithSessionTimeouts", ttl, b.o.sessionTimeout(ttl), b.o.sessionTimeout(0), b.o.minSession, b.o.maxSession, lo, hi)
+		}
+		return nil
+	}
 	switch {
 	case ttl < b.o.minSession:
 		return fmt.Errorf("ttl %v is below the ZooKeeper ensemble's minSessionTimeout %v (2 ticks unless set): the lease is the session, and the server would stretch it; raise the ttl to at least %v, or lower tickTime/minSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts", ttl, b.o.minSession, b.o.minSession)
@@ -299,7 +377,8 @@ func (b *backend) readSession(ctx context.Context) (*session, error) {
 	b.mu.Unlock()
 	if s == nil {
 		var err error
-		if s, err = b.session(min(max(10*time.Second, b.o.minSession), b.o.maxSession)); err != nil {
+		lo, hi := b.o.ttlBounds()
+		if s, err = b.session(min(max(10*time.Second, lo), hi)); err != nil {
 			return nil, err
 		}
 	}

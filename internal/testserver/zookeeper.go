@@ -48,6 +48,12 @@ type ZooKeeper struct {
 	// TickTime is the ensemble's tick; the server grants session timeouts between
 	// MinSessionTimeout and MaxSessionTimeout.
 	TickTime, MinSessionTimeout, MaxSessionTimeout time.Duration
+	// SyncLimit is zoo.cfg's syncLimit, in ticks: a follower that hears nothing from its
+	// leader for SyncLimit × TickTime gives it up (and until then serves its clients).
+	SyncLimit int
+
+	quorumProxies bool
+	proxies       map[[2]int]*QuorumProxy // [from, to] member indexes
 }
 
 // ZKMember is one ZooKeeper server process.
@@ -84,7 +90,7 @@ func StartZooKeeper(t testing.TB, n int, opts ...ZKOption) *ZooKeeper {
 	}
 	var lastErr error
 	for range 3 { // fresh ports when one was taken between the check and the bind
-		z := &ZooKeeper{TickTime: 100 * time.Millisecond, MinSessionTimeout: 200 * time.Millisecond, MaxSessionTimeout: 20 * time.Second}
+		z := &ZooKeeper{TickTime: 100 * time.Millisecond, MinSessionTimeout: 200 * time.Millisecond, MaxSessionTimeout: 20 * time.Second, SyncLimit: 20}
 		for _, o := range opts {
 			o(z)
 		}
@@ -129,12 +135,27 @@ func (z *ZooKeeper) prepare(t testing.TB, java, jar string, n int) error {
 		servers = append(servers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", m.ID, m.QuorumPort, m.ElectionPort))
 		z.Members = append(z.Members, m)
 	}
-	for _, m := range z.Members {
+	if z.quorumProxies && n > 1 {
+		z.proxies = map[[2]int]*QuorumProxy{}
+		for x := range z.Members {
+			for y, to := range z.Members {
+				if x == y {
+					continue
+				}
+				p, err := startQuorumProxy(t, x, y, net.JoinHostPort("127.0.0.1", strconv.Itoa(to.QuorumPort)))
+				if err != nil {
+					return err
+				}
+				z.proxies[[2]int{x, y}] = p
+			}
+		}
+	}
+	for x, m := range z.Members {
 		dir := filepath.Dir(m.DataDir)
 		cfg := []string{
 			"tickTime=" + strconv.FormatInt(z.TickTime.Milliseconds(), 10),
 			"initLimit=50", // ticks; generous for JVM start on a loaded machine
-			"syncLimit=20",
+			"syncLimit=" + strconv.Itoa(z.SyncLimit),
 			"dataDir=" + m.DataDir,
 			"clientPort=" + strconv.Itoa(m.ClientPort),
 			"clientPortAddress=127.0.0.1",
@@ -145,7 +166,13 @@ func (z *ZooKeeper) prepare(t testing.TB, java, jar string, n int) error {
 			"autopurge.purgeInterval=0",
 		}
 		if n > 1 {
-			cfg = append(cfg, servers...)
+			for y, line := range servers {
+				if p := z.QuorumLink(x, y); p != nil {
+					to := z.Members[y]
+					line = fmt.Sprintf("server.%d=127.0.0.1:%d:%d", to.ID, p.Port(), to.ElectionPort)
+				}
+				cfg = append(cfg, line)
+			}
 		}
 		cfgPath := filepath.Join(dir, "zoo.cfg")
 		if err := os.WriteFile(cfgPath, []byte(strings.Join(cfg, "\n")+"\n"), 0o644); err != nil {
