@@ -79,6 +79,38 @@ func onServer(t *testing.T, servers []string, ttl time.Duration, key string, wan
 	return nil
 }
 
+// whole waits until every member serves, one as the leader and the others
+// as followers: the history before (a paused and resumed leader) may leave
+// a member still syncing, or two that report leader for a moment.
+func whole(t *testing.T, z *testserver.ZooKeeper) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		leaders, followers := 0, 0
+		var modes []string
+		for _, m := range z.Members {
+			mode, err := m.Mode()
+			if err != nil {
+				mode = "error"
+			}
+			modes = append(modes, mode)
+			switch mode {
+			case "leader":
+				leaders++
+			case "follower":
+				followers++
+			}
+		}
+		if leaders == 1 && followers == len(z.Members)-1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ensemble is not whole 60s on: modes %v", modes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // pausedSessionServer SIGSTOPs the ZooKeeper server that a holder's session
 // is connected to (role: a follower, or the leader) for up to pauseFor, and
 // checks: no other client is granted the key while the holder's lease is
@@ -86,6 +118,7 @@ func onServer(t *testing.T, servers []string, ttl time.Duration, key string, wan
 // ending, while two of three servers serve; a Do whose session is on the
 // paused server returns within its ctx. TestEnsemble runs it.
 func pausedSessionServer(t *testing.T, z *testserver.ZooKeeper, servers []string, role string, ttl, pauseFor time.Duration) {
+	whole(t, z)
 	leader := z.Leader(t, 20*time.Second)
 	x := -1
 	for i := range z.Members {
@@ -237,7 +270,7 @@ func pausedSessionServer(t *testing.T, z *testserver.ZooKeeper, servers []string
 	cErr := lockOf(c.c, key+"-c2", p, "k").Do(ctxT(t, time.Second), func(context.Context, *lockkit.Lease) error { return nil })
 	cTook := time.Since(cStart)
 	t.Logf("Do on the paused server's session under a 1s ctx: returned after %v: %v", cTook.Round(time.Millisecond), cErr)
-	if cTook > time.Second+time.Second {
+	if cTook > 3*time.Second {
 		t.Errorf("a Do under a 1s ctx on the paused server's session returned after %v", cTook)
 	}
 
@@ -309,7 +342,14 @@ func pausedSessionServer(t *testing.T, z *testserver.ZooKeeper, servers []string
 		t.Errorf("the holder's Do returned %v after its fn", doneAt.Sub(fnDone))
 	}
 	// Liveness: the key is taken again soon after the holder's lease ended.
-	if wait := g.at.Sub(end); wait > 2*ttl+2*time.Second {
+	if role == "leader" {
+		// The leader's pause outlasts the election by seconds: the key is
+		// taken again while two of three servers serve, not at the resume
+		// (before the handshake cap: 0.3–2.9s after it).
+		if !gotGrant {
+			t.Errorf("the contender was granted at %s, after the paused leader's resume (%s): not while two of three servers served", since(g.at), since(resumeAt))
+		}
+	} else if wait := g.at.Sub(end); wait > 2*ttl+2*time.Second {
 		t.Errorf("the contender was granted %v after the holder's lease ended", wait)
 	}
 }
@@ -320,6 +360,7 @@ func pausedSessionServer(t *testing.T, z *testserver.ZooKeeper, servers []string
 // serve all along, so the client should take a lock within about its TTL.
 // TestEnsemble runs it.
 func pausedServerNewSession(t *testing.T, z *testserver.ZooKeeper, servers []string) {
+	whole(t, z)
 	const ttl = time.Second
 	leader := z.Leader(t, 20*time.Second)
 	x := (leader + 1) % len(z.Members)
@@ -371,7 +412,7 @@ func pausedServerNewSession(t *testing.T, z *testserver.ZooKeeper, servers []str
 	if took == 0 {
 		t.Fatalf("no lock in 12s while 2 of 3 servers served")
 	}
-	if took > 2*ttl {
-		t.Errorf("first lock %v after the client was made, while 2 of 3 servers served: want within 2×TTL (%v)", took.Round(time.Millisecond), 2*ttl)
+	if took > 4*ttl {
+		t.Errorf("first lock %v after the client was made, while 2 of 3 servers served: want within 4×TTL (%v; a handshake left at the paused server takes 6.7 session timeouts)", took.Round(time.Millisecond), 4*ttl)
 	}
 }

@@ -166,7 +166,8 @@ func (s *session) current() (sid int64, negotiated time.Duration, ok bool, chang
 }
 
 // wait waits, within ctx, until the session is established, and returns its
-// id. A server that granted a shorter timeout than the TTL fails it: a lease
+// id. A server that granted a shorter timeout than asked (the TTL, or
+// sessionTimeout's with the ensemble timing declared) fails it: a lease
 // would outlive its session.
 func (s *session) wait(ctx context.Context) (int64, error) {
 	for {

@@ -53,6 +53,23 @@ func TestEnsembleTiming(t *testing.T) {
 		t.Errorf("minimum TTL %v: session timeout %v, want the smallest TTL whose timeout reaches %v", lo2, o2.sessionTimeout(lo2), o2.minSession)
 	}
 
+	// A lag that is not whole milliseconds (3/2 × 5 ticks of 25ms =
+	// 187.5ms) is rounded up: go-zookeeper sends whole milliseconds, and a
+	// grant of less than asked fails.
+	odd := options{minSession: 50 * time.Millisecond, maxSession: 10 * time.Second, tick: 25 * time.Millisecond, syncLimit: 4}
+	if got, want := odd.sessionTimeout(time.Second), 2*time.Second+188*time.Millisecond; got != want {
+		t.Errorf("tick 25ms, syncLimit 4: session timeout for a 1s TTL = %v, want %v", got, want)
+	}
+
+	// Bounds not declared: 2 and 20 ticks of the declared tick.
+	nb := newOptions(WithEnsembleTiming(100*time.Millisecond, 20))
+	if nb.minSession != 200*time.Millisecond || nb.maxSession != 2*time.Second {
+		t.Errorf("tick 100ms, no WithSessionTimeouts: bounds %v–%v, want 200ms–2s", nb.minSession, nb.maxSession)
+	}
+	if d := newOptions(); d.minSession != 4*time.Second || d.maxSession != 40*time.Second {
+		t.Errorf("nothing declared: bounds %v–%v, want 4s–40s", d.minSession, d.maxSession)
+	}
+
 	for _, bad := range []struct {
 		tick  time.Duration
 		limit int
@@ -63,6 +80,7 @@ func TestEnsembleTiming(t *testing.T) {
 		{1500 * time.Microsecond, 5, "whole milliseconds"},
 		{2 * time.Second, -1, "syncLimit"},
 		{10 * time.Second, 10, "leaves no TTL"}, // (S + tick) × 3/2 = 165s > 40s
+		{time.Second, 1 << 30, "syncLimit"},     // an overflow, not a timing
 	} {
 		o := options{root: defaultRoot, minSession: 4 * time.Second, maxSession: 40 * time.Second}
 		WithEnsembleTiming(bad.tick, bad.limit).set(&o)

@@ -24,7 +24,9 @@
 // The lease is the session. A node lives as long as the session that created
 // it, and the server fixes a session's timeout when it connects: so the
 // backend owns its connections, one session per distinct domain TTL, made on
-// the first acquire with that TTL and asked for a timeout equal to it. A
+// the first acquire with that TTL and asked for a timeout equal to it (or,
+// with the ensemble's timing declared, WithEnsembleTiming, longer: see
+// there). A
 // server that grants a shorter timeout than asked fails the acquire (a lease
 // would outlive its session); the server's bounds (2 and 20 ticks unless
 // configured) are declared with WithSessionTimeouts, and lockkit.New refuses
@@ -49,11 +51,11 @@ import (
 	"github.com/lockkit/lockkit/driver"
 )
 
-// Default session timeout bounds: ZooKeeper's own defaults for its default
-// tickTime of 2s (minSessionTimeout = 2 ticks, maxSessionTimeout = 20 ticks).
+// Default session timeout bounds: ZooKeeper's own, 2 and 20 ticks
+// (minSessionTimeout, maxSessionTimeout), of the tick declared with
+// WithEnsembleTiming, or of ZooKeeper's default tickTime of 2s (4s and 40s).
 const (
-	defaultMinSessionTimeout = 4 * time.Second
-	defaultMaxSessionTimeout = 40 * time.Second
+	defaultTick = 2 * time.Second
 	// defaultRoot is the node under which lock nodes live.
 	defaultRoot = "/lockkit"
 )
@@ -88,9 +90,11 @@ func WithDigestAuth(user, password string) Option {
 }
 
 // WithSessionTimeouts declares the ensemble's minSessionTimeout and
-// maxSessionTimeout (zoo.cfg; 2 and 20 ticks by default). A domain's TTL is
-// its session timeout, so lockkit.New refuses a domain whose TTL lies outside
-// them. Default 4s and 40s (tickTime 2s).
+// maxSessionTimeout (zoo.cfg; 2 and 20 ticks by default). A domain's TTL sets
+// its session timeout (equal to it, or sessionTimeout's with
+// WithEnsembleTiming), so lockkit.New refuses a domain whose session timeout
+// would lie outside them. Default 2 and 20 ticks of the tick declared with
+// WithEnsembleTiming, else 4s and 40s (tickTime 2s).
 func WithSessionTimeouts(min, max time.Duration) Option {
 	return Option{func(o *options) { o.minSession, o.maxSession = min, max }}
 }
@@ -131,11 +135,15 @@ func WithEnsembleTiming(tick time.Duration, syncLimit int) Option {
 // by s + TTL; the leader expires the session no sooner than
 // s − S − tick − P + timeout. timeout = 2 × TTL + 3/2 × (S + tick) meets
 // both bounds on P.
+//
+// The lag is rounded up to whole milliseconds: go-zookeeper sends the
+// timeout in whole milliseconds, and a grant of less than asked fails.
 func (o *options) sessionTimeout(ttl time.Duration) time.Duration {
 	if o.syncLimit == 0 {
 		return ttl
 	}
-	return 2*ttl + 3*(time.Duration(o.syncLimit)*o.tick+o.tick)/2
+	lag := 3 * (time.Duration(o.syncLimit)*o.tick + o.tick) / 2
+	return 2*ttl + (lag + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // ttlBounds are the TTLs whose session timeout lies within the declared
@@ -153,18 +161,33 @@ func (o *options) ttlBounds() (lo, hi time.Duration) {
 	return lo, hi
 }
 
+// newOptions applies opts over the defaults.
+func newOptions(opts ...Option) options {
+	o := options{root: defaultRoot}
+	for _, opt := range opts {
+		if opt.set != nil {
+			opt.set(&o)
+		}
+	}
+	if o.minSession == 0 && o.maxSession == 0 {
+		// ZooKeeper's own defaults: 2 and 20 ticks, of the declared tick
+		// or of its default 2s.
+		tick := defaultTick
+		if o.tick > 0 {
+			tick = o.tick
+		}
+		o.minSession, o.maxSession = 2*tick, 20*tick
+	}
+	return o
+}
+
 // New is the ZooKeeper backend for lockkit.New over the ensemble's servers
 // ("host:port"). A chroot may follow the last server, as in ZooKeeper's own
 // connection strings ("zk1:2181,zk2:2181/app", or as the last element
 // "zk3:2181/app"): every node then lives below it. Client.Close closes the
 // backend's sessions, which frees the locks they still hold.
 func New(servers []string, opts ...Option) driver.Spec {
-	o := options{root: defaultRoot, minSession: defaultMinSessionTimeout, maxSession: defaultMaxSessionTimeout}
-	for _, opt := range opts {
-		if opt.set != nil {
-			opt.set(&o)
-		}
-	}
+	o := newOptions(opts...)
 	spec := driver.Spec{Name: "zookeeper"}
 	hosts, chroot, err := parseServers(servers)
 	if err == nil {
@@ -242,7 +265,7 @@ func (o *options) check() error {
 		return fmt.Errorf("WithSessionTimeouts(%v, %v): want 0 < min ≤ max (the server's minSessionTimeout and maxSessionTimeout)", o.minSession, o.maxSession)
 	}
 	if o.syncLimit != 0 || o.tick != 0 {
-		if o.syncLimit <= 0 || o.tick < time.Millisecond || o.tick%time.Millisecond != 0 {
+		if o.syncLimit <= 0 || o.tick < time.Millisecond || o.tick%time.Millisecond != 0 || o.tick > time.Hour || o.syncLimit > 1<<20 {
 			return fmt.Errorf("WithEnsembleTiming(%v, %d): want the servers' tickTime (whole milliseconds) and syncLimit (ticks, at least 1), such as 2s and 5", o.tick, o.syncLimit)
 		}
 		if lo, hi := o.ttlBounds(); hi < lo || hi < 10*time.Millisecond {
