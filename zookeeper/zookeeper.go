@@ -71,10 +71,12 @@ type options struct {
 	root                   string
 	user, password         string
 	minSession, maxSession time.Duration
+	sessionsSet            bool // WithSessionTimeouts was given
 	// tick and syncLimit: the ensemble's timing, when declared
-	// (WithEnsembleTiming); syncLimit 0 when not.
+	// (WithEnsembleTiming, timingSet); syncLimit 0 when not.
 	tick      time.Duration
 	syncLimit int
+	timingSet bool
 }
 
 // WithRoot sets the node under which lock nodes live (below the chroot of
@@ -96,7 +98,7 @@ func WithDigestAuth(user, password string) Option {
 // would lie outside them. Default 2 and 20 ticks of the tick declared with
 // WithEnsembleTiming, else 4s and 40s (tickTime 2s).
 func WithSessionTimeouts(min, max time.Duration) Option {
-	return Option{func(o *options) { o.minSession, o.maxSession = min, max }}
+	return Option{func(o *options) { o.minSession, o.maxSession, o.sessionsSet = min, max, true }}
 }
 
 // WithEnsembleTiming declares the ensemble's tickTime and syncLimit (zoo.cfg),
@@ -120,7 +122,7 @@ func WithSessionTimeouts(min, max time.Duration) Option {
 // session timeout bounds (WithSessionTimeouts; MaxTTL). Undeclared, the
 // session timeout is the TTL, as before.
 func WithEnsembleTiming(tick time.Duration, syncLimit int) Option {
-	return Option{func(o *options) { o.tick, o.syncLimit = tick, syncLimit }}
+	return Option{func(o *options) { o.tick, o.syncLimit, o.timingSet = tick, syncLimit, true }}
 }
 
 // sessionTimeout is the session timeout asked for a TTL: the TTL, or with
@@ -169,11 +171,11 @@ func newOptions(opts ...Option) options {
 			opt.set(&o)
 		}
 	}
-	if o.minSession == 0 && o.maxSession == 0 {
+	if !o.sessionsSet {
 		// ZooKeeper's own defaults: 2 and 20 ticks, of the declared tick
 		// or of its default 2s.
 		tick := defaultTick
-		if o.tick > 0 {
+		if o.tick > 0 && o.tick <= time.Hour { // else check refuses it
 			tick = o.tick
 		}
 		o.minSession, o.maxSession = 2*tick, 20*tick
@@ -264,7 +266,7 @@ func (o *options) check() error {
 	if o.minSession <= 0 || o.maxSession < o.minSession {
 		return fmt.Errorf("WithSessionTimeouts(%v, %v): want 0 < min ≤ max (the server's minSessionTimeout and maxSessionTimeout)", o.minSession, o.maxSession)
 	}
-	if o.syncLimit != 0 || o.tick != 0 {
+	if o.timingSet {
 		if o.syncLimit <= 0 || o.tick < time.Millisecond || o.tick%time.Millisecond != 0 || o.tick > time.Hour || o.syncLimit > 1<<20 {
 			return fmt.Errorf("WithEnsembleTiming(%v, %d): want the servers' tickTime (whole milliseconds) and syncLimit (ticks, at least 1), such as 2s and 5", o.tick, o.syncLimit)
 		}

@@ -696,6 +696,23 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 				}
 			}
 		},
+		"zookeeper.WithEnsembleTiming": func(t *testing.T) {
+			for _, tick := range edgeDurations {
+				for _, limit := range []int{math.MinInt, -1, 0, 1, 5, 12, 13, 1<<20 + 1, math.MaxInt} {
+					_, err := lockkit.New(zookeeper.New([]string{"127.0.0.1:1"}, zookeeper.WithEnsembleTiming(tick, limit)))
+					timing := tick >= time.Millisecond && tick <= time.Hour && tick%time.Millisecond == 0 && limit >= 1 && limit <= 1<<20
+					if !timing {
+						wantErr(t, fmt.Sprintf("WithEnsembleTiming(%v, %d)", tick, limit), err, "WithEnsembleTiming", "tickTime", "syncLimit")
+						continue
+					}
+					// A timing: accepted, or refused (2 and 20 of its ticks
+					// leave no TTL) saying so.
+					if err != nil {
+						wantErr(t, fmt.Sprintf("WithEnsembleTiming(%v, %d)", tick, limit), err, "WithEnsembleTiming", "leaves no TTL", "WithSessionTimeouts")
+					}
+				}
+			}
+		},
 		"zookeeper.LockPath": func(t *testing.T) {
 			for _, root := range []string{"", "/", "/lockkit"} {
 				// Never "": a lock key has at least its domain's prefix.
