@@ -24,9 +24,10 @@ var errNotConnected = errors.New("zookeeper: no session with the ensemble")
 // one after an expiry: the acquisitions record the session id they were made
 // on, and an acquisition whose session is gone is lost.
 type session struct {
-	b    *backend
-	ttl  time.Duration
-	conn *zk.Conn
+	b       *backend
+	ttl     time.Duration
+	timeout time.Duration // asked of the server: sessionTimeout(ttl)
+	conn    *zk.Conn
 
 	mu         sync.Mutex
 	sid        int64         // the session the server last granted, from the handshake
@@ -73,10 +74,9 @@ func (l zkLog) Printf(format string, args ...any) {
 }
 
 func (b *backend) dial(ttl time.Duration) (*session, error) {
-	s := &session{b: b, ttl: ttl, changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
-	timeout := b.o.sessionTimeout(ttl)
-	conn, _, err := zk.Connect(b.hosts, timeout,
-		zk.WithDialer(handshakeDialer(timeout*2/3)),
+	s := &session{b: b, ttl: ttl, timeout: b.o.sessionTimeout(ttl), changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
+	conn, _, err := zk.Connect(b.hosts, s.timeout,
+		zk.WithDialer(handshakeDialer(s.timeout*2/3)),
 		zk.WithLogger(zkLog{s}),
 		zk.WithLogInfo(true), // the handshake's line is an info line: never off, whatever the default
 		zk.WithEventCallback(func(ev zk.Event) {
@@ -173,8 +173,8 @@ func (s *session) wait(ctx context.Context) (int64, error) {
 	for {
 		sid, neg, ok, changed := s.current()
 		if ok {
-			if want := s.b.o.sessionTimeout(s.ttl); neg < want {
-				return 0, fmt.Errorf("zookeeper: the ensemble granted a session timeout of %v for the TTL %v, which needs %v (its maxSessionTimeout is lower): a lease would outlive its session; lower the domain's ttl, or raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts: %w", neg, s.ttl, want, driver.ErrFinal)
+			if neg < s.timeout {
+				return 0, fmt.Errorf("zookeeper: the ensemble granted a session timeout of %v for the TTL %v, which needs %v (its maxSessionTimeout is lower): a lease would outlive its session; lower the domain's ttl, or raise maxSessionTimeout on the servers and declare it with zookeeper.WithSessionTimeouts: %w", neg, s.ttl, s.timeout, driver.ErrFinal)
 			}
 			if err := s.auth(ctx); err != nil {
 				return 0, err

@@ -22,7 +22,7 @@ func TestEnsembleTiming(t *testing.T) {
 	}
 
 	// ZooKeeper's sample zoo.cfg: tickTime 2s, syncLimit 5 (S = 10s).
-	o := options{minSession: 4 * time.Second, maxSession: 40 * time.Second, tick: 2 * time.Second, syncLimit: 5}
+	o := options{minSession: 4 * time.Second, maxSession: 40 * time.Second, tick: 2 * time.Second, syncLimit: 5, timingSet: true}
 	if got, want := o.sessionTimeout(5*time.Second), 10*time.Second+18*time.Second; got != want {
 		t.Errorf("declared: session timeout for a 5s TTL = %v, want %v", got, want)
 	}
@@ -47,7 +47,7 @@ func TestEnsembleTiming(t *testing.T) {
 
 	// A minSessionTimeout above the timing's own lag: the smallest TTL
 	// reaches it.
-	o2 := options{minSession: 10 * time.Second, maxSession: 60 * time.Second, tick: 100 * time.Millisecond, syncLimit: 20}
+	o2 := options{minSession: 10 * time.Second, maxSession: 60 * time.Second, tick: 100 * time.Millisecond, syncLimit: 20, timingSet: true}
 	lo2, _ := o2.ttlBounds()
 	if o2.sessionTimeout(lo2) < o2.minSession || o2.sessionTimeout(lo2-time.Millisecond) >= o2.minSession {
 		t.Errorf("minimum TTL %v: session timeout %v, want the smallest TTL whose timeout reaches %v", lo2, o2.sessionTimeout(lo2), o2.minSession)
@@ -56,7 +56,7 @@ func TestEnsembleTiming(t *testing.T) {
 	// A lag that is not whole milliseconds (3/2 × 5 ticks of 25ms =
 	// 187.5ms) is rounded up: go-zookeeper sends whole milliseconds, and a
 	// grant of less than asked fails.
-	odd := options{minSession: 50 * time.Millisecond, maxSession: 10 * time.Second, tick: 25 * time.Millisecond, syncLimit: 4}
+	odd := options{minSession: 50 * time.Millisecond, maxSession: 10 * time.Second, tick: 25 * time.Millisecond, syncLimit: 4, timingSet: true}
 	if got, want := odd.sessionTimeout(time.Second), 2*time.Second+188*time.Millisecond; got != want {
 		t.Errorf("tick 25ms, syncLimit 4: session timeout for a 1s TTL = %v, want %v", got, want)
 	}

@@ -73,7 +73,7 @@ type options struct {
 	minSession, maxSession time.Duration
 	sessionsSet            bool // WithSessionTimeouts was given
 	// tick and syncLimit: the ensemble's timing, when declared
-	// (WithEnsembleTiming, timingSet); syncLimit 0 when not.
+	// (WithEnsembleTiming: timingSet).
 	tick      time.Duration
 	syncLimit int
 	timingSet bool
@@ -141,7 +141,7 @@ func WithEnsembleTiming(tick time.Duration, syncLimit int) Option {
 // The lag is rounded up to whole milliseconds: go-zookeeper sends the
 // timeout in whole milliseconds, and a grant of less than asked fails.
 func (o *options) sessionTimeout(ttl time.Duration) time.Duration {
-	if o.syncLimit == 0 {
+	if !o.timingSet {
 		return ttl
 	}
 	lag := 3 * (time.Duration(o.syncLimit)*o.tick + o.tick) / 2
@@ -151,7 +151,7 @@ func (o *options) sessionTimeout(ttl time.Duration) time.Duration {
 // ttlBounds are the TTLs whose session timeout lies within the declared
 // session timeout bounds, in whole milliseconds.
 func (o *options) ttlBounds() (lo, hi time.Duration) {
-	if o.syncLimit == 0 {
+	if !o.timingSet {
 		return o.minSession, o.maxSession
 	}
 	lag := o.sessionTimeout(0)
@@ -336,7 +336,7 @@ func (b *backend) CheckTTL(ttl time.Duration) error {
 }
 
 func (b *backend) ttlError(ttl time.Duration) error {
-	if b.o.syncLimit != 0 {
+	if b.o.timingSet {
 		lo, hi := b.o.ttlBounds()
 		if ttl < lo || ttl > hi {
 			return fmt.Errorf("ttl %v needs a session timeout of %v (2 × ttl + %v, for the ensemble timing declared with zookeeper.WithEnsembleTiming), outside the ZooKeeper ensemble's session timeout bounds %v–%v: use a ttl between %v and %v, or widen minSessionTimeout/maxSessionTimeout on the servers and declare them with zookeeper.WithSessionTimeouts", ttl, b.o.sessionTimeout(ttl), b.o.sessionTimeout(0), b.o.minSession, b.o.maxSession, lo, hi)
