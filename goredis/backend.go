@@ -23,8 +23,11 @@ import (
 type redisBackend struct {
 	rdb redis.UniversalClient
 	// cmds sends the single-key commands of a lease (acquire without
-	// Redlock or replicas, extend, release): rdb, or the autopipeliner
-	// of goredis/autopipeline. A replicated acquire's give-back stays on rdb,
+	// Redlock or replicas, extend, release): on a *redis.Client (one node,
+	// Sentinel) a rediswire.Combiner over it, which sends the commands of
+	// many concurrent callers as one pipeline; rdb itself on a Cluster (a
+	// batch would wait for its slowest master); or the autopipeliner of
+	// goredis/autopipeline. A replicated acquire's give-back stays on rdb,
 	// the acquire's own path.
 	cmds       rediswire.Processor
 	cluster    *redis.ClusterClient // nil unless rdb is one
@@ -59,6 +62,7 @@ func newRedisBackend(rdb redis.UniversalClient, cmdTimeout time.Duration) driver
 		return clusterBackend{b}
 	case *redis.Client:
 		b.name = c.Options().Addr
+		b.cmds = rediswire.NewCombiner(c, rediswire.CombineLimit)
 	}
 	return b
 }
