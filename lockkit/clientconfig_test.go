@@ -3,12 +3,14 @@ package lockkit
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lockkit/lockkit/goredis/autopipeline"
+	"github.com/lockkit/lockkit/internal/rediswire"
 	"github.com/lockkit/lockkit/internal/testserver"
 	"github.com/redis/go-redis/v9"
 )
@@ -145,16 +147,33 @@ func TestStalledServerUserClients(t *testing.T) {
 					}
 					pause()
 					start := time.Now()
-					err := lockOn(d, "stalled").TryDo(t.Context(), func(context.Context, *Lease) error { return nil })
-					took := time.Since(start)
+					// stalledCallers at once: on a *redis.Client the first
+					// rediswire.CombineLimit are sent, the rest wait for a
+					// batch behind them (rediswire.Combiner); every one is
+					// bounded all the same.
+					var (
+						errs  [stalledCallers]error
+						tooks [stalledCallers]time.Duration
+						all   sync.WaitGroup
+					)
+					for i := range stalledCallers {
+						all.Go(func() {
+							errs[i] = lockOn(d, "stalled"+strconv.Itoa(i)).TryDo(t.Context(), func(context.Context, *Lease) error { return nil })
+							tooks[i] = time.Since(start)
+						})
+					}
+					all.Wait()
 					time.Sleep(time.Until(start.Add(paused + stallBound)))
 					resume()
-					t.Logf("fencing=%v: TryDo on a paused server: %v after %v", fencing, err, took.Round(time.Millisecond))
-					if !errors.Is(err, ErrUnavailable) {
-						t.Errorf("fencing=%v: TryDo on a paused server = %v, want ErrUnavailable", fencing, err)
-					}
-					if took > bound+stallBound {
-						t.Errorf("fencing=%v: TryDo on a paused server took %v, want at most %v + %v", fencing, took, bound, stallBound)
+					for i, err := range errs {
+						took := tooks[i]
+						t.Logf("fencing=%v: TryDo #%d on a paused server: %v after %v", fencing, i, err, took.Round(time.Millisecond))
+						if !errors.Is(err, ErrUnavailable) {
+							t.Errorf("fencing=%v: TryDo #%d on a paused server = %v, want ErrUnavailable", fencing, i, err)
+						}
+						if took > bound+stallBound {
+							t.Errorf("fencing=%v: TryDo #%d on a paused server took %v, want at most %v + %v", fencing, i, took, bound, stallBound)
+						}
 					}
 					// The key the stalled acquire may have taken is given
 					// back; poll a while (the give-back runs once the server
@@ -176,14 +195,21 @@ func TestStalledServerUserClients(t *testing.T) {
 					if len(held) > 0 {
 						t.Errorf("fencing=%v: 2s after the resume keys are still held by a lease nobody owns: %v", fencing, held)
 					}
-					if err := lockOn(d, "stalled").TryDo(ctx, func(context.Context, *Lease) error { return nil }); err != nil {
-						t.Errorf("fencing=%v: after the resume the key is not free: %v", fencing, err)
+					for i := range stalledCallers {
+						if err := lockOn(d, "stalled"+strconv.Itoa(i)).TryDo(ctx, func(context.Context, *Lease) error { return nil }); err != nil {
+							t.Errorf("fencing=%v: after the resume key #%d is not free: %v", fencing, i, err)
+						}
 					}
 				}
 			})
 		})
 	}
 }
+
+// stalledCallers is how many TryDos TestStalledServerUserClients sends at
+// once to a paused server: more than rediswire.CombineLimit, so that some
+// wait for a batch.
+const stalledCallers = 3 * rediswire.CombineLimit
 
 func keysOn(rdb *redis.Client) func(context.Context, string) []string {
 	return func(ctx context.Context, pattern string) []string {

@@ -178,19 +178,22 @@ func (q *Combiner) run(batch []*pending) {
 
 // exec sends batch's commands as one pipeline, but those whose ctx has
 // ended (their callers are leaving: never sent), and then tells each
-// caller.
+// caller of a command it sent.
 func (q *Combiner) exec(batch []*pending) {
 	var (
 		parent   context.Context
 		last     time.Time
 		deadline = true
-		n        int
 	)
 	pipe := q.c.Pipeline()
+	sent := batch[:0] // batch compacted in place: each p is read before its slot is written
 	for _, p := range batch {
 		if p.ctx.Err() != nil {
+			// Its caller is leaving: it is not sent, and gets no signal, so
+			// Send reports no reply (its cmd holds none).
 			continue
 		}
+		sent = append(sent, p)
 		if d, ok := p.ctx.Deadline(); !ok {
 			deadline = false
 		} else if d.After(last) {
@@ -200,9 +203,8 @@ func (q *Combiner) exec(batch []*pending) {
 			parent = p.ctx
 		}
 		_ = pipe.Process(p.ctx, p.cmd)
-		n++
 	}
-	if n > 0 {
+	if len(sent) > 0 {
 		ctx := context.WithoutCancel(parent)
 		if deadline {
 			var cancel context.CancelFunc
@@ -211,7 +213,7 @@ func (q *Combiner) exec(batch []*pending) {
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	for _, p := range batch {
+	for _, p := range sent {
 		p.done <- struct{}{} // p may be reused from here on
 	}
 }

@@ -386,3 +386,39 @@ func startCutProxy(t *testing.T, upstream string) *cutProxy {
 func (p *cutProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *cutProxy) cutAfter(mark []byte) { p.mark.Store(&mark) }
+
+// A command taken into a batch whose ctx has ended by the time the batch
+// is built is not sent, and its caller is told nothing: a signal would make
+// Send report a reply its cmd never got (a SET read as OK).
+// (TestStalledServerUserClients found it through the Client: an acquire
+// under a paused server "granted" at its deadline.)
+func TestCombinerExecSkipsEnded(t *testing.T) {
+	r := testserver.StartRedis(t)
+	q, _, direct := combinerFixture(t, r, 1, false)
+	ctx := t.Context()
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	gone := &pending{ctx: ended, cmd: onceCmd{redis.NewCmd(ended, "set", "gone", "x")}, done: make(chan struct{}, 1), taken: true}
+	live := &pending{ctx: ctx, cmd: onceCmd{redis.NewCmd(ctx, "set", "live", "x")}, done: make(chan struct{}, 1), taken: true}
+	q.busy = 1 // as run holds its place
+	q.exec([]*pending{gone, live})
+	select {
+	case <-gone.done:
+		t.Errorf("the command whose ctx had ended was signalled as answered")
+	default:
+	}
+	select {
+	case <-live.done:
+	default:
+		t.Fatalf("the live command was not signalled")
+	}
+	if err := live.cmd.Err(); err != nil {
+		t.Errorf("live SET: %v", err)
+	}
+	if n := direct.Exists(ctx, "gone").Val(); n != 0 {
+		t.Errorf("the command whose ctx had ended ran on the server")
+	}
+	if n := direct.Exists(ctx, "live").Val(); n != 1 {
+		t.Errorf("the live command did not run")
+	}
+}
