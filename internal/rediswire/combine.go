@@ -39,8 +39,9 @@ import (
 // its callers' cancellations: a caller that gives up does not fail the rest
 // of the batch.
 type Combiner struct {
-	c     Pipeliner
-	limit int // sends in flight before commands wait for a batch
+	c       Pipeliner
+	limit   int // sends in flight before commands wait for a batch
+	runners sync.Pool
 
 	mu    sync.Mutex
 	busy  int        // direct sends and batch runners in flight
@@ -66,6 +67,15 @@ type pending struct {
 
 var pendings = sync.Pool{New: func() any { return &pending{done: make(chan struct{}, 1)} }}
 
+// runner is what a batch runner reuses from one batch to the next: a
+// pipeline (go-redis's can be executed again), the commands handed to it,
+// and the slice the next batch is gathered in.
+type runner struct {
+	pipe  redis.Pipeliner
+	cmds  []redis.Cmder
+	spare []*pending
+}
+
 // CombineLimit is goredis.New's limit of lock commands in flight, each on a
 // connection of its own, before the next ones wait to go out as a batch: a
 // few concurrent callers keep their single round trip; more share one.
@@ -74,7 +84,9 @@ const CombineLimit = 4
 // NewCombiner returns a Combiner over c that sends up to limit commands (or
 // batches) at once.
 func NewCombiner(c Pipeliner, limit int) *Combiner {
-	return &Combiner{c: c, limit: max(1, limit)}
+	q := &Combiner{c: c, limit: max(1, limit)}
+	q.runners.New = func() any { return &runner{pipe: c.Pipeline()} }
+	return q
 }
 
 // Process sends cmd on the client, as it is: for commands that do not
@@ -146,15 +158,17 @@ func (q *Combiner) sent() {
 		q.mu.Unlock()
 		return
 	}
-	batch := q.take()
+	r := q.runners.Get().(*runner)
+	batch := q.take(r)
 	q.mu.Unlock()
-	go q.run(batch)
+	go q.run(r, batch)
 }
 
-// take empties the queue into a batch; q.mu is held.
-func (q *Combiner) take() []*pending {
+// take empties the queue into a batch, and gathers the next one in r's
+// spare slice; q.mu is held.
+func (q *Combiner) take(r *runner) []*pending {
 	batch := q.queue
-	q.queue = make([]*pending, 0, cap(batch))
+	q.queue, r.spare = r.spare[:0], nil
 	for _, p := range batch {
 		p.taken = true
 	}
@@ -162,16 +176,19 @@ func (q *Combiner) take() []*pending {
 }
 
 // run sends batch, then each batch that gathered meanwhile, until none did.
-func (q *Combiner) run(batch []*pending) {
+func (q *Combiner) run(r *runner, batch []*pending) {
 	for {
-		q.exec(batch)
+		q.exec(r, batch)
+		clear(batch[:cap(batch)])
 		q.mu.Lock()
+		r.spare = batch
 		if len(q.queue) == 0 {
 			q.busy--
 			q.mu.Unlock()
+			q.runners.Put(r)
 			return
 		}
-		batch = q.take()
+		batch = q.take(r)
 		q.mu.Unlock()
 	}
 }
@@ -179,13 +196,13 @@ func (q *Combiner) run(batch []*pending) {
 // exec sends batch's commands as one pipeline, but those whose ctx has
 // ended (their callers are leaving: never sent), and then tells each
 // caller of a command it sent.
-func (q *Combiner) exec(batch []*pending) {
+func (q *Combiner) exec(r *runner, batch []*pending) {
 	var (
 		parent   context.Context
 		last     time.Time
 		deadline = true
 	)
-	pipe := q.c.Pipeline()
+	cmds := r.cmds[:0]
 	sent := batch[:0] // batch compacted in place: each p is read before its slot is written
 	for _, p := range batch {
 		if p.ctx.Err() != nil {
@@ -202,17 +219,20 @@ func (q *Combiner) exec(batch []*pending) {
 		if parent == nil {
 			parent = p.ctx
 		}
-		_ = pipe.Process(p.ctx, p.cmd)
+		cmds = append(cmds, p.cmd)
 	}
 	if len(sent) > 0 {
+		_ = r.pipe.BatchProcess(parent, cmds...)
 		ctx := context.WithoutCancel(parent)
 		if deadline {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithDeadline(ctx, last)
 			defer cancel()
 		}
-		_, _ = pipe.Exec(ctx)
+		_, _ = r.pipe.Exec(ctx)
 	}
+	clear(cmds)
+	r.cmds = cmds
 	for _, p := range sent {
 		p.done <- struct{}{} // p may be reused from here on
 	}

@@ -401,7 +401,7 @@ func TestCombinerExecSkipsEnded(t *testing.T) {
 	gone := &pending{ctx: ended, cmd: onceCmd{redis.NewCmd(ended, "set", "gone", "x")}, done: make(chan struct{}, 1), taken: true}
 	live := &pending{ctx: ctx, cmd: onceCmd{redis.NewCmd(ctx, "set", "live", "x")}, done: make(chan struct{}, 1), taken: true}
 	q.busy = 1 // as run holds its place
-	q.exec([]*pending{gone, live})
+	q.exec(q.runners.Get().(*runner), []*pending{gone, live})
 	select {
 	case <-gone.done:
 		t.Errorf("the command whose ctx had ended was signalled as answered")
