@@ -18,7 +18,8 @@ import (
 )
 
 // TestManyLocksPerSession: 10,000 locks held at once through a pool of 8
-// connections (1,000 under -race or -short), each a lease of its own with
+// connections (1,000 under -short; CI runs the 10,000 under -race: about
+// 23 s here, against 11 s for 1,000), each a lease of its own with
 // its own fence and renewal. Health stays true while they are held (it pings
 // over a connection of its own). Then pg_terminate_backend ends one of the
 // sessions: exactly the leases it carried are reported lost (lease.Err
@@ -27,7 +28,7 @@ import (
 // held on the server.
 func TestManyLocksPerSession(t *testing.T) {
 	n := 10000
-	if raceOn || testing.Short() {
+	if testing.Short() {
 		n = 1000
 	}
 	pg := startPG(t)

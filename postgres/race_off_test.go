@@ -1,5 +1,0 @@
-//go:build !race
-
-package postgres_test
-
-const raceOn = false

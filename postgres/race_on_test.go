@@ -1,6 +1,0 @@
-//go:build race
-
-package postgres_test
-
-// raceOn: the race detector makes every lock several times slower.
-const raceOn = true
