@@ -337,12 +337,11 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 	var (
 		ok    bool
 		fence int64
-		set   *string
 		st    stmt
 	)
 	sent := time.Now()
 	run := func() {
-		err := s.conn.QueryRow(qctx, query, args...).Scan(&ok, &fence, &set)
+		err := s.conn.QueryRow(qctx, query, args...).Scan(&ok, &fence, nil, nil)
 		cancel()
 		b.mu.Lock()
 		late := st.finish()
@@ -1250,7 +1249,7 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		st   stmt
 	)
 	run := func() {
-		err := s.conn.QueryRow(qctx, sqlUnlock, l.id, l.token).Scan(&held)
+		err := s.conn.QueryRow(qctx, sqlUnlock, l.id, l.token).Scan(&held, nil)
 		cancel()
 		b.mu.Lock()
 		st.finish()

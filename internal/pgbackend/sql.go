@@ -91,13 +91,15 @@ func KeyID(key string) int64 {
 // sibling CTEs or of a target list (which PostgreSQL does not promise):
 //
 //   - l (MATERIALIZED, and volatile: evaluated exactly once) tries the lock;
-//   - r (leaseGrant) writes the lease record from "l WHERE l.ok", and only
-//     over a record whose lease has expired (or none): an earlier lease on
-//     the id that may still be valid on its client (its session was ended
-//     by pg_terminate_backend or a crash, which freed the lock) keeps the
-//     new holder out until its expiry (lock-delay). g is the grant: the lock
-//     taken and the record written; u gives the lock back when it was taken
-//     but not granted;
+//   - r (leaseGrant, tryRecord) writes the lease record from "l WHERE
+//     l.ok", and only over a record whose lease has expired (or none): an
+//     earlier lease on the id that may still be valid on its client (its
+//     session was ended by pg_terminate_backend or a crash, which freed the
+//     lock) keeps the new holder out until its expiry (lock-delay). The
+//     grant is the lock taken and the record written; a lock taken but not
+//     granted is given back in the same statement (u in the queued forms,
+//     tryGranted's last branch in the polling ones). In the queued forms g
+//     is the grant; in the polling forms g is r's row, when there is one;
 //   - the fence upsert's rows come from "g WHERE g.ok": when nothing was
 //     granted it has no row to insert, so ON CONFLICT DO UPDATE never runs
 //     and the fence is not bumped;
@@ -137,21 +139,22 @@ var (
 	// leave it, $3 token, $4 ttl (ms). Setting the idle limit whether or
 	// not the lock is taken is harmless: it is only ever raised on a
 	// session with locks, and an empty session holds nothing it could free.
+	// Columns: granted, fence (0), the idle limit set, synchronous_commit.
 	sqlTry = `WITH l AS MATERIALIZED (
 		SELECT pg_try_advisory_lock($1) AS ok
-	), ` + leaseGrantTry + `
-	SELECT g.ok, 0::bigint,
-		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END
-	FROM g LEFT JOIN u ON true`
+	), ` + tryRecord("$3", "$4") + `
+	SELECT ` + tryGranted + `, 0::bigint,
+		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END, ` + syncLocalSet + `
+	FROM l`
 
 	// $1 key id, $2 idle_session_timeout (ms) or '', $3 key, $4 token, $5
-	// ttl (ms).
+	// ttl (ms). Columns as sqlTry's.
 	sqlTryFence = `WITH l AS MATERIALIZED (
 		SELECT pg_try_advisory_lock($1) AS ok
-	), ` + leaseGrantTryFence + `, f AS (` + fenceUpsert + `)
-	SELECT g.ok, coalesce((SELECT f.fence FROM f), 0),
-		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END
-	FROM g LEFT JOIN u ON true`
+	), ` + tryRecord("$4", "$5") + `, g AS (SELECT r.ok FROM r), f AS (` + fenceUpsert + `)
+	SELECT ` + tryGranted + `, coalesce((SELECT f.fence FROM f), 0),
+		CASE WHEN $2::text <> '' THEN set_config('idle_session_timeout', $2, false) END, ` + syncLocalSet + `
+	FROM l`
 
 	// Queued: PostgreSQL queues the waiters (FIFO) for at most lock_timeout,
 	// set in w, which l reads from, so it is in force before the wait starts.
@@ -216,13 +219,13 @@ var (
 
 	// Release: $1 key id, $2 token. The record goes first (so a new holder
 	// that finds the lock free finds no record, or waits on the row until
-	// this commits), then the lock. Its commit need not wait for the disk: a
-	// deletion lost in a crash leaves a record that only delays the next
-	// holder to the lease's expiry.
-	sqlUnlock = `WITH c AS MATERIALIZED (
-		SELECT set_config('synchronous_commit', 'off', true) AS v
-	), d AS (DELETE FROM lockkit_leases WHERE id = $1 AND token = $2 RETURNING 1)
-	SELECT pg_advisory_unlock($1) FROM (SELECT count(*) FROM d) n, c`
+	// this commits), then the lock: the unlock reads d's count. Its commit
+	// need not wait for the disk: a deletion lost in a crash leaves a record
+	// that only delays the next holder to the lease's expiry (set_config
+	// runs before the commit, wherever it sits in the statement).
+	// Columns: unlocked, synchronous_commit.
+	sqlUnlock = `WITH d AS (DELETE FROM lockkit_leases WHERE id = $1 AND token = $2 RETURNING 1)
+	SELECT pg_advisory_unlock($1), set_config('synchronous_commit', 'off', true) FROM (SELECT count(*) FROM d) n`
 
 	// A session given back to the pool: drop any advisory lock it might
 	// hold, and restore its idle limit ($1).
@@ -301,7 +304,37 @@ func leaseGrant(tok, ms, from string) string {
 // the local disk (a record must survive a crash), not for synchronous
 // standbys (a grant must not hang on a standby that is down; a failover
 // ends every session anyway, and the fences order the writes across it).
-const syncLocal = `sc AS MATERIALIZED (SELECT set_config('synchronous_commit', 'local', true) AS v)`
+const syncLocal = `sc AS MATERIALIZED (SELECT ` + syncLocalSet + ` AS v)`
+
+// syncLocalSet is syncLocal's setting as an expression: in the target list
+// of a statement's one-row outer SELECT it runs before the statement's
+// commit, which is all it needs (sqlTry).
+const syncLocalSet = `set_config('synchronous_commit', 'local', true)`
+
+// tryRecord is the lock-delay part of a polling acquire (sqlTry,
+// sqlTryFence): r writes the lease record (tok, ms: the token's and the
+// ttl's parameters) from "l WHERE l.ok", over no record or an expired one,
+// and returns a row (ok) when it did: the grant. It is leaseGrant without
+// the sleep's clock reading (at) and with the grant's decision left to
+// tryGranted, so the statement has two CTEs where leaseGrant has four
+// (issue 24: measured in docs/benchmarks.md, "PostgreSQL").
+func tryRecord(tok, ms string) string {
+	return `r AS (INSERT INTO lockkit_leases AS t (id, token, expires)
+		SELECT $1, ` + tok + `, clock_timestamp() + ` + ms + `::bigint * interval '1 millisecond' FROM l WHERE l.ok
+		ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token, expires = EXCLUDED.expires
+			WHERE t.expires <= clock_timestamp()
+		RETURNING true AS ok
+	)`
+}
+
+// tryGranted is a polling acquire's grant, in its outer SELECT over l: not
+// when the lock was not taken; when r wrote the record (EXISTS reads r to
+// its end, so the insert has run); otherwise the lock is given back and
+// the answer is false (pg_advisory_unlock is never NULL). CASE evaluates
+// its branches in order and only as far as needed (documented), and the
+// unlock is volatile, so the planner cannot fold it away.
+const tryGranted = `CASE WHEN NOT l.ok THEN false WHEN EXISTS (SELECT 1 FROM r) THEN true
+		ELSE pg_advisory_unlock($1) IS NULL END`
 
 // txGrant is the grant of a transaction-scoped lock: the lock alone. The
 // lease's record is written after, over another connection (sqlTxLease,
@@ -327,8 +360,6 @@ func lockDelay(wait string) string {
 }
 
 var (
-	leaseGrantTry       = leaseGrant("$3", "$4", "l")
-	leaseGrantTryFence  = leaseGrant("$4", "$5", "l")
 	leaseGrantWait      = leaseGrant("$4", "$5", "l, (SELECT count(*) FROM d) dn")
 	leaseGrantWaitFence = leaseGrant("$5", "$6", "l, (SELECT count(*) FROM d) dn")
 )
