@@ -133,9 +133,8 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 			token: token, fence: r.Fence, sent: base, validUntil: validUntil, attempts: attempts, contended: contended,
 			queue: q, firstRenew: firstRenew, into: into,
 		}, forDo)
-		var late tooLate
 		switch {
-		case retry && errors.As(err, &late):
+		case retry && isTooLate(err):
 			// Given back, and handed on: the token holds nothing. The
 			// next attempt joins again at the tail, as after a handover
 			// that expired (a waiter paused between the grant and here).
