@@ -35,7 +35,7 @@ func (b *redisBackend) QueueAcquire(ctx context.Context, req *driver.Request) (d
 	r, err := fifo.Acquire(ctx, b.rdb, &fifo.Request{
 		Key: req.Key, Token: req.Token, Holder: req.Holder,
 		TTL: req.TTL, WaiterTTL: policy.FIFOWaiterTTL, Fencing: req.Fencing,
-		Wake: b.notifier().Channel(req.Key),
+		Notifier: b.notifier(),
 	})
 	if err != nil {
 		return driver.QueueResult{}, redisclass.Mark(err)

@@ -104,7 +104,7 @@
 //
 // lockkit's Client, for domains with Policy.Wait = "fifo" (wait: fifo in
 // lockkit.yaml): lockkit/fifo.go is the acquire loop described above,
-// lockkit/backend_fifo.go the Redis backend's side (one Notifier per
+// goredis/backend_fifo.go the Redis backend's side (one Notifier per
 // go-redis client), and lockkit/fifo_test.go tests the whole through
 // lockkit.New and Lock.Do.
 package fifo
@@ -114,6 +114,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -202,8 +203,12 @@ type Request struct {
 	Holder string
 	// Wake is the channel to publish on when the lock is handed over to
 	// this token: its Notifier's Channel(Key). "" means no handover: the
-	// token waits by its timer alone and takes the lock itself.
+	// token waits by its timer alone and takes the lock itself, unless
+	// Notifier is set.
 	Wake string
+	// Notifier, when set and Wake is "", stands for Wake =
+	// Notifier.Channel(Key), which it keeps boxed for the command.
+	Notifier *Notifier
 }
 
 // Result is the outcome of one Acquire.
@@ -303,9 +308,16 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 	if req.Fencing {
 		suffixes = queueFenceSuffixes
 	}
-	v, err := rediswire.RunArgs(ctx, rdb, acquireScript, acquireSrc, scriptArgs(key, suffixes,
-		req.Token, rediswire.Int(req.TTL.Milliseconds()), rediswire.Int(waiterTTL.Milliseconds()),
-		req.Wake, flag(sharded), req.Holder)).Slice()
+	names := namesOf(key)
+	var wake any
+	if req.Wake == "" && req.Notifier != nil {
+		wake = req.Notifier.wakeOf(key).arg
+	} else {
+		wake = req.Wake
+	}
+	v, err := rediswire.RunArgs(ctx, rdb, acquireScript, acquireSrc, names.command(len(suffixes),
+		names.keepToken(req.Token), rediswire.Int(req.TTL.Milliseconds()), rediswire.Int(waiterTTL.Milliseconds()),
+		wake, flag(sharded), textArg(req.Holder))).Slice()
 	if err != nil {
 		return Result{}, rediswire.FenceError(err, keysOf(key, suffixes...))
 	}
@@ -359,16 +371,19 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 // is sent at most once: a re-sent release would find the lock gone (or
 // handed over) and report a loss.
 func Release(ctx context.Context, rdb rediswire.Processor, key, token, prev string) (held bool, err error) {
+	names := namesOf(key)
 	n, err := rediswire.RunArgs(ctx, rdb, releaseScript, releaseSrc,
-		scriptArgs(key, queueFenceSuffixes, token, flag(Sharded(rdb)), prev)).Int64()
+		names.command(len(queueFenceSuffixes), names.tokenArg(token), flag(Sharded(rdb)), prev)).Int64()
 	return n == 1, err
 }
 
 // The keys of the scripts, after the lock key: Acquire's without fencing,
-// and Acquire's with fencing, which are also Release's.
+// and Acquire's with fencing, which are also Release's. Each is a prefix of
+// keySuffixes, the order of the names a keyNames boxes.
 var (
-	queueSuffixes      = []string{QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix}
-	queueFenceSuffixes = []string{QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix}
+	keySuffixes        = [...]string{QueueSuffix, DeadlinesSuffix, PreviousSuffix, WaitersSuffix, FenceSuffix}
+	queueSuffixes      = keySuffixes[:4]
+	queueFenceSuffixes = keySuffixes[:5]
 )
 
 // keysOf is key followed by key+suffix for each suffix.
@@ -384,19 +399,14 @@ func keysOf(key string, suffixes ...string) []string {
 }
 
 // scriptArgs is the command rediswire.RunArgs sends for a script on key:
-// its keys, key and key+suffix for each suffix, then args. The derived names
-// are substrings of one string and the keys and arguments share one slice:
-// two allocations, and one for each key boxed (go-redis takes []any).
+// its keys, key and key+suffix for each suffix, then args. suffixes must be
+// a prefix of keySuffixes, as every script's are: the keys come boxed from
+// namesOf, so that the only allocation is the command's slice.
 func scriptArgs(key string, suffixes []string, args ...any) []any {
-	all := derived(key, suffixes)
-	a := make([]any, 3, 3+1+len(suffixes)+len(args))
-	a[2] = 1 + len(suffixes)
-	a = append(a, key)
-	for _, s := range suffixes {
-		a = append(a, all[:len(key)+len(s)])
-		all = all[len(key)+len(s):]
+	if len(suffixes) > len(keySuffixes) || !slices.Equal(suffixes, keySuffixes[:len(suffixes)]) {
+		panic(fmt.Sprintf("fifo: script keys %q are not a prefix of %q", suffixes, keySuffixes))
 	}
-	return append(a, args...)
+	return namesOf(key).command(len(suffixes), args...)
 }
 
 // derived is key+suffix for each suffix, concatenated: one allocation for

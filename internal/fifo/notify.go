@@ -61,6 +61,8 @@ type Notifier struct {
 	linger  time.Duration
 	timeout time.Duration
 
+	wakes cache[wakeName, *wakeName] // its channels, by lock key (wakeOf)
+
 	mu     sync.Mutex
 	groups map[string]*group // by hash tag; "" for the single connection
 	closed bool
@@ -94,12 +96,13 @@ func NewNotifier(rdb redis.UniversalClient, o NotifierOptions) *Notifier {
 		linger:  o.Linger,
 		timeout: o.Timeout,
 		groups:  make(map[string]*group),
+		wakes:   newCache[wakeName](wakeBits),
 	}
 }
 
 // Channel is the channel this Notifier listens on for key's wake-ups: the
 // Request.Wake of its waiters. It shares key's hash slot.
-func (n *Notifier) Channel(key string) string { return key + ChannelSuffix + n.id }
+func (n *Notifier) Channel(key string) string { return n.wakeOf(key).ch }
 
 // Waiter is one queued token's registration with a Notifier. It is used by
 // one goroutine at a time; Close ends it.
