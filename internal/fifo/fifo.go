@@ -44,7 +44,11 @@
 // token now at the head, in the same script: the lock is set to the head's
 // token (for min(its TTL, its WaiterTTL)), its fence issued, and the grant
 // published on the channel of that token's client, so one release wakes
-// one waiter in one process. The push carries the grant ('token fence px
+// one waiter in one process. When that client's Notifier is in the
+// releaser's process, and the message reached its subscription, Release
+// also gives it the message itself, as soon as the script's reply is in,
+// rather than after the Pub/Sub hop (deliverLocal; the waiter takes the
+// one message once). The push carries the grant ('token fence px
 // previous joined'), so the waiter starts without another round trip, but
 // only for the place in the queue it was handed over at: joined is the
 // head's score in the queue, and a waiter takes a push as its grant only
@@ -365,16 +369,37 @@ func Acquire(ctx context.Context, rdb rediswire.Processor, req *Request) (Result
 // Release deletes key if it holds token (held reports whether it did; a
 // lock that holds another token is left alone), takes token out of the
 // queue, and, when the lock is free, hands it over to the waiter at the
-// head and publishes the grant on its client's channel.
+// head and publishes the grant on its client's channel; when that waiter is
+// in this process, it hands it the grant itself too, at once (deliverLocal).
 // prev, when not "", is the releaser's trace context, left for the next
 // holder (Result.Previous) for as long as the queue lives. Like Acquire, it
 // is sent at most once: a re-sent release would find the lock gone (or
 // handed over) and report a loss.
 func Release(ctx context.Context, rdb rediswire.Processor, key, token, prev string) (held bool, err error) {
 	names := namesOf(key)
-	n, err := rediswire.RunArgs(ctx, rdb, releaseScript, releaseSrc,
-		names.command(len(queueFenceSuffixes), names.tokenArg(token), flag(Sharded(rdb)), prev)).Int64()
-	return n == 1, err
+	v, err := rediswire.RunArgs(ctx, rdb, releaseScript, releaseSrc,
+		names.command(len(queueFenceSuffixes), names.tokenArg(token), flag(Sharded(rdb)), prev)).Result()
+	if err != nil {
+		return false, err
+	}
+	switch v := v.(type) {
+	case int64:
+		return v == 1, nil
+	case []any:
+		// A handover: its channel and message, for a waiter in this
+		// process (deliverLocal).
+		if len(v) != 3 {
+			break
+		}
+		n, ok1 := v[0].(int64)
+		ch, ok2 := v[1].(string)
+		msg, ok3 := v[2].(string)
+		if ok1 && ok2 && ok3 {
+			deliverLocal(ch, msg)
+			return n == 1, nil
+		}
+	}
+	return false, fmt.Errorf("%w: %v", ErrReply, v)
 }
 
 // The keys of the scripts, after the lock key: Acquire's without fencing,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,10 @@ type NotifierOptions struct {
 	Timeout time.Duration
 }
 
+// notifierIDBytes is the size of a Notifier's random id, written in hex
+// at the end of its channels.
+const notifierIDBytes = 8
+
 // NewNotifier returns a Notifier for rdb. It starts nothing until the first
 // Subscribe. Close it when the client is done.
 func NewNotifier(rdb redis.UniversalClient, o NotifierOptions) *Notifier {
@@ -87,7 +92,7 @@ func NewNotifier(rdb redis.UniversalClient, o NotifierOptions) *Notifier {
 	if o.Timeout <= 0 {
 		o.Timeout = time.Second
 	}
-	var id [8]byte
+	var id [notifierIDBytes]byte
 	_, _ = rand.Read(id[:])
 	return &Notifier{
 		rdb:     rdb,
@@ -114,7 +119,11 @@ type Waiter struct {
 	c       chan Wake
 	timer   *time.Timer
 	once    sync.Once
-	grant   *Result // a handover's grant, under Notifier.mu
+	// grant is what the last handover's message (payload) delivered to w
+	// carried, when granted; under Notifier.mu.
+	payload string
+	grant   Result
+	granted bool
 }
 
 // channelState is one key's subscription: the waiters that share it.
@@ -158,6 +167,7 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 	if g == nil {
 		g = &group{tag: tag, chans: make(map[string]*channelState), kick: make(chan struct{}, 1), stop: make(chan struct{})}
 		n.groups[tag] = g
+		local.Store(n.id, n)
 		n.wg.Add(1)
 		go n.run(g)
 	}
@@ -188,31 +198,57 @@ func (n *Notifier) Subscribe(key, token string) *Waiter {
 func (w *Waiter) Granted() (r Result, ok bool) {
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
-	if w.grant == nil {
+	if !w.granted {
 		return Result{}, false
 	}
-	return *w.grant, true
+	return w.grant, true
 }
 
 // deliver wakes w for a message; a handover's 'token fence px previous
 // joined' also leaves its grant ('token fence px previous', from a releaser
-// of v0.1.0, leaves one without Joined, which is only a wake-up). Called
-// with Notifier.mu held.
-func (w *Waiter) deliver(payload string) {
-	if f := strings.SplitN(payload, " ", 5); len(f) >= 4 {
-		fence, err1 := strconv.ParseInt(f[1], 10, 64)
-		px, err2 := strconv.ParseInt(f[2], 10, 64)
-		var joined int64
-		if len(f) == 5 {
-			if j, err := strconv.ParseInt(f[4], 10, 64); err == nil && j > 0 {
-				joined = j
-			}
-		}
-		if err1 == nil && err2 == nil && px > 0 {
-			w.grant = &Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond, Earlier: true, Joined: joined}
-		}
+// of v0.1.0, leaves one without Joined, which is only a wake-up). A
+// handover names the place it was made for, so it is never made twice: the
+// same message delivered again (by the releaser in this process, then by
+// Pub/Sub, or the other way round) is dropped; woke reports whether it was
+// not. Called with Notifier.mu held.
+func (w *Waiter) deliver(payload string) (woke bool) {
+	r, ok := parseHandover(payload)
+	if ok && r.Joined != 0 && w.granted && payload == w.payload {
+		return false
+	}
+	if ok {
+		w.grant, w.granted, w.payload = r, true, payload
 	}
 	w.wake(WakePush)
+	return true
+}
+
+// parseHandover reads a handover's message, 'token fence px previous
+// joined' (v0.1.0's has no joined: Joined 0, as when joined does not parse).
+// A plain wake-up ('token') is no handover.
+func parseHandover(payload string) (Result, bool) {
+	var f [4]string
+	rest := payload
+	for i := range f {
+		var ok bool
+		if f[i], rest, ok = strings.Cut(rest, " "); !ok && i < 3 {
+			return Result{}, false
+		} else if !ok {
+			rest = ""
+		}
+	}
+	fence, err1 := strconv.ParseInt(f[1], 10, 64)
+	px, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || px <= 0 {
+		return Result{}, false
+	}
+	var joined int64
+	if rest != "" {
+		if j, err := strconv.ParseInt(rest, 10, 64); err == nil && j > 0 {
+			joined = j
+		}
+	}
+	return Result{Granted: true, Fence: fence, Previous: f[3], LockTTL: time.Duration(px) * time.Millisecond, Earlier: true, Joined: joined}, true
 }
 
 // C is the channel Wait receives from, for callers that select on more.
@@ -302,6 +338,7 @@ func (n *Notifier) Close() error {
 	n.mu.Lock()
 	if !n.closed {
 		n.closed = true
+		local.CompareAndDelete(n.id, n)
 		for _, g := range n.groups {
 			close(g.stop)
 		}
@@ -425,6 +462,9 @@ func (n *Notifier) run(g *group) {
 			n.mu.Lock()
 			if len(g.chans) == 0 && n.groups[g.tag] == g {
 				delete(n.groups, g.tag)
+				if len(n.groups) == 0 {
+					local.CompareAndDelete(n.id, n)
+				}
 				n.mu.Unlock()
 				return
 			}
@@ -471,4 +511,62 @@ func (n *Notifier) dispatch(g *group, m any) {
 			}
 		}
 	}
+}
+
+// local holds this process's Notifiers that have waiters' subscriptions
+// (from a group's start to the last group's end, or Close), by id.
+var local sync.Map // string → *Notifier
+
+// deliverLocal gives a handover's message, which Release published on
+// channel ch and which reached a subscriber there, to its waiter now when
+// that waiter is in this process (its Notifier's id ends ch). The releaser
+// got the script's reply, so the lock is already handed over, and the
+// waiter need not wait for the Pub/Sub hop: without this, the message
+// reaches the waiter only after the releaser's goroutine next blocks (the
+// runtime polls the network when a processor runs out of work, so the
+// releaser's next call, often its own next attempt, would run first). It is
+// the same message, for the same place in the queue, and the waiter takes
+// it only as the published one: Waiter.deliver drops whichever copy comes
+// second, and a message that reached no subscriber (the waiter's
+// connection is down) is not delivered here either: that waiter recovers by
+// its timer, as in any other process. When it wakes a waiter, the releaser
+// yields so that the waiter runs at once.
+func deliverLocal(ch, payload string) {
+	i := strings.LastIndex(ch, ChannelSuffix)
+	if i < 0 || len(ch)-i-len(ChannelSuffix) != 2*notifierIDBytes {
+		return
+	}
+	v, ok := local.Load(ch[i+len(ChannelSuffix):])
+	if !ok {
+		return
+	}
+	if v.(*Notifier).deliverLocal(ch[:i], ch, payload) {
+		runtime.Gosched()
+	}
+}
+
+// deliverLocal delivers payload to the waiter its token names on key's
+// channel ch, when n has that waiter registered; woke reports whether it
+// was woken.
+func (n *Notifier) deliverLocal(key, ch, payload string) (woke bool) {
+	tag := ""
+	if n.sharded {
+		tag = policy.HashTag(key)
+	}
+	tok, _, _ := strings.Cut(payload, " ")
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
+	}
+	g := n.groups[tag]
+	if g == nil {
+		return false
+	}
+	cs := g.chans[ch]
+	if cs == nil {
+		return false
+	}
+	w := cs.waiters[tok]
+	return w != nil && w.deliver(payload)
 }

@@ -24,7 +24,10 @@
 -- that long. A waiter without a channel is only told nothing: it takes the
 -- lock itself on its timer.
 --
--- Returns 1 when the lock held the token and was deleted, else 0. The owner
+-- Returns 1 when the lock held the token and was deleted, else 0; after a
+-- handover whose message reached a subscriber, {that, the channel, the
+-- message}, so that a releaser whose process holds the waiter hands it the
+-- message at once. The owner
 -- check is internal/holder's owns(): the value is the token, or the token and
 -- ';' and a description; a lock that holds another token is never deleted.
 -- The handover writes the head's value the same way: its token, ';' and the
@@ -100,6 +103,8 @@ redis.call('SET', lock, value, 'PX', px)
 redis.call('ZREM', queue, head)
 redis.call('ZREM', deadlines, head)
 redis.call('HDEL', waiters, head)
-redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch,
-  head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev .. ' ' .. joined)
+local msg = head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev .. ' ' .. joined
+if redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg) > 0 then
+  return {held, ch, msg}
+end
 return held
