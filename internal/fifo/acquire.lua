@@ -57,9 +57,8 @@ end
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local dead = prune(queue, deadlines, waiters, now_ms)
+local dead, head, head_waiter, head_joined = prune(queue, deadlines, waiters, now_ms)
 
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
 if not owner then
   if head == nil or head == token then
     local fence = 0
@@ -85,15 +84,17 @@ if not owner then
   if #dead > 0 then
     -- The lock is free and pruning may have made a new head that no release
     -- told: tell it now (a plain wake-up; it takes the lock itself).
-    local w = redis.call('HGET', waiters, head)
-    local ch = w and string.match(w, '^([^|]*)|')
+    local ch = head_waiter and string.match(head_waiter, '^([^|]*)|')
     if ch and ch ~= '' then
       redis.call(ARGV[5] == '1' and 'SPUBLISH' or 'PUBLISH', ch, head)
     end
   end
 end
 
-local joined = redis.call('ZSCORE', queue, token)
+local joined = head_joined
+if head ~= token then
+  joined = redis.call('ZSCORE', queue, token)
+end
 if not joined then
   local seq = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')

@@ -143,12 +143,15 @@ var (
 )
 
 // pruneLua removes waiters whose server-side deadline passed (dead, or gone
-// without leaving), at most 100 a call, and returns them; both scripts that
-// look at the queue's head run it first. It then drops, from the head, up to
-// 100 members that no writer leaves behind: one with no deadline in :qd, no
+// without leaving), at most 100 a call; both scripts that look at the
+// queue's head run it first. It then drops, from the head, up to 100
+// members that no writer leaves behind: one with no deadline in :qd, no
 // :qc entry that waiter() reads, or a deadline further than its own waiter
 // TTL from now (inf, or a huge number), so junk at the head never stalls the
-// queue for good. waiter() is the one reader of a :qc entry.
+// queue for good. It returns the members it removed, then the head it left
+// (nil when the queue is empty), the head's :qc entry and its score in the
+// queue (as ZSCORE writes it), read on the way, so that its caller need not
+// read them again. waiter() is the one reader of a :qc entry.
 const pruneLua = `local function waiter(w)
   if not w then
     return nil
@@ -163,19 +166,26 @@ local function prune(queue, deadlines, waiters, now_ms)
     redis.call('HDEL', waiters, unpack(dead))
   end
   for _ = 1, 100 do
-    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    local first = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+    local head = first[1]
     if not head then
-      break
+      return dead
     end
+    local w = redis.call('HGET', waiters, head)
     local deadline = tonumber(redis.call('ZSCORE', deadlines, head))
-    local _, _, wttl = waiter(redis.call('HGET', waiters, head))
+    local _, _, wttl = waiter(w)
     if deadline and wttl and deadline <= now_ms + tonumber(wttl) then
-      break
+      return dead, head, w, first[2]
     end
     redis.call('ZREM', queue, head)
     redis.call('ZREM', deadlines, head)
     redis.call('HDEL', waiters, head)
     dead[#dead + 1] = head
+  end
+  -- 100 dropped: the head is whatever stands first now, for the next call.
+  local first = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+  if first[1] then
+    return dead, first[1], redis.call('HGET', waiters, first[1]), first[2]
   end
   return dead
 end

@@ -57,8 +57,7 @@ end
 
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-prune(queue, deadlines, waiters, now_ms)
-local head = redis.call('ZRANGE', queue, 0, 0)[1]
+local _, head, w, joined = prune(queue, deadlines, waiters, now_ms)
 if not head then
   return held
 end
@@ -67,8 +66,8 @@ if held == 1 then
   -- The releaser's context, or none: an untraced releaser must not pass on
   -- an older holder's context as if it were its own.
   prev = ARGV[3]
-  local qttl = redis.call('PTTL', queue)
-  if prev ~= '' and qttl > 0 then
+  local qttl = prev ~= '' and redis.call('PTTL', queue) or 0
+  if qttl > 0 then
     redis.call('SET', prevkey, prev, 'PX', qttl)
   else
     redis.call('DEL', prevkey)
@@ -77,8 +76,8 @@ else
   -- A leave: the lock was released by its last holder, whose context stays.
   prev = redis.call('GET', prevkey) or ''
 end
--- prune() left a head whose :qc entry waiter() reads.
-local ch, ttl, wttl, fencing, rest = waiter(redis.call('HGET', waiters, head))
+-- prune() left a head whose :qc entry (w) waiter() reads, and its score.
+local ch, ttl, wttl, fencing, rest = waiter(w)
 if not ch or ch == '' then
   return held
 end
@@ -98,7 +97,6 @@ if fencing == '1' then
     return held
   end
 end
-local joined = redis.call('ZSCORE', queue, head)
 redis.call('SET', lock, value, 'PX', px)
 redis.call('ZREM', queue, head)
 redis.call('ZREM', deadlines, head)
