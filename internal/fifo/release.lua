@@ -47,9 +47,15 @@ if redis.call('ZCARD', queue) == 0 then
   end
   return held
 end
-redis.call('ZREM', queue, token)
-redis.call('ZREM', deadlines, token)
-redis.call('HDEL', waiters, token)
+-- A holder is not queued (every grant and handover takes the token out of
+-- the queue), so for it the ZREM on the queue finds nothing and is all; a
+-- waiter that leaves (or a holder queued after all) is taken out of all
+-- three.
+local queued = redis.call('ZREM', queue, token) == 1
+if held == 0 or queued then
+  redis.call('ZREM', deadlines, token)
+  redis.call('HDEL', waiters, token)
+end
 if held == 0 and redis.call('EXISTS', lock) == 1 then
   -- Someone else holds the lock; its release tells the next waiter.
   return 0
