@@ -107,10 +107,19 @@ if not joined then
 end
 redis.call('ZADD', deadlines, now_ms + wttl, token)
 -- The queue's keys live as long as their longest-lived waiter could, and
--- no longer: a queue nobody calls on again disappears by itself.
+-- no longer: a queue nobody calls on again disappears by itself. Each is
+-- given wttl when its PTTL is shorter, or it has none: PEXPIRE GT in one
+-- call when the PTTL is shorter, as it nearly always is, else NX for a key
+-- without one (Redis 7.0; an older server refuses both, and is asked the
+-- PTTL).
 for _, k in ipairs({queue, deadlines, waiters}) do
-  if redis.call('PTTL', k) < wttl then
-    redis.call('PEXPIRE', k, wttl)
+  local set = redis.pcall('PEXPIRE', k, wttl, 'GT')
+  if type(set) == 'table' then
+    if redis.call('PTTL', k) < wttl then
+      redis.call('PEXPIRE', k, wttl)
+    end
+  elseif set == 0 then
+    redis.call('PEXPIRE', k, wttl, 'NX')
   end
 end
 return {0, redis.call('PTTL', lock), redis.call('ZRANK', queue, token) + 1, joined}

@@ -43,3 +43,39 @@ func TestReleaseOfAQueuedHolder(t *testing.T) {
 		t.Fatalf("the released holder's waiter entry is still there (%v)", err)
 	}
 }
+
+// Every attempt gives the queue's keys the waiter TTL when theirs is
+// shorter (the usual case) or missing, and never shortens a longer one.
+func TestQueueKeysExpiry(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	ctx := tctx(t, 10*time.Second)
+	key := "lock:{expiry}"
+	if r, _ := acq(ctx, rdb, key, newToken(), 10*time.Second, false, time.Second, ""); !r.Granted {
+		t.Fatal("holder")
+	}
+	ttl := func(k string) time.Duration { return rdb.PTTL(ctx, k).Val() }
+	if r, _ := acq(ctx, rdb, key, newToken(), 10*time.Second, false, time.Second, "lock:{expiry}:w:x"); r.Granted {
+		t.Fatal("granted")
+	}
+	for _, k := range []string{key + QueueSuffix, key + DeadlinesSuffix, key + WaitersSuffix} {
+		if d := ttl(k); d <= 0 || d > time.Second {
+			t.Fatalf("%s: PTTL %v after a join, want (0, 1s]", k, d)
+		}
+	}
+	rdb.PExpire(ctx, key+QueueSuffix, 100*time.Millisecond)
+	rdb.PExpire(ctx, key+DeadlinesSuffix, time.Minute)
+	rdb.Persist(ctx, key+WaitersSuffix)
+	if r, _ := acq(ctx, rdb, key, newToken(), 10*time.Second, false, time.Second, "lock:{expiry}:w:x"); r.Granted {
+		t.Fatal("granted")
+	}
+	if d := ttl(key + QueueSuffix); d <= 100*time.Millisecond || d > time.Second {
+		t.Fatalf("queue: PTTL %v, want raised to (100ms, 1s]", d)
+	}
+	if d := ttl(key + DeadlinesSuffix); d <= 50*time.Second {
+		t.Fatalf("deadlines: PTTL %v, want the minute it had (never shortened)", d)
+	}
+	if d := ttl(key + WaitersSuffix); d <= 0 || d > time.Second {
+		t.Fatalf("waiters: PTTL %v, want (0, 1s] (a key without one gets one)", d)
+	}
+}
