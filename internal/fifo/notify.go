@@ -212,10 +212,10 @@ func (w *Waiter) Granted() (r Result, ok bool) {
 // Pub/Sub, or the other way round) is dropped; woke reports whether it was
 // not. Called with Notifier.mu held.
 func (w *Waiter) deliver(payload string) (woke bool) {
-	r, ok := parseHandover(payload)
-	if ok && r.Joined != 0 && w.granted && payload == w.payload {
+	if w.granted && payload == w.payload && w.grant.Joined != 0 {
 		return false
 	}
+	r, ok := parseHandover(payload)
 	if ok {
 		w.grant, w.granted, w.payload = r, true, payload
 	}

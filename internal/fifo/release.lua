@@ -107,7 +107,7 @@ redis.call('SET', lock, value, 'PX', px)
 redis.call('ZREM', queue, head)
 redis.call('ZREM', deadlines, head)
 redis.call('HDEL', waiters, head)
-local msg = head .. ' ' .. fence_text(fence) .. ' ' .. px .. ' ' .. prev .. ' ' .. joined
+local msg = head .. ' ' .. (fence == 0 and '0' or fence_text(fence)) .. ' ' .. px .. ' ' .. prev .. ' ' .. joined
 if redis.call(ARGV[2] == '1' and 'SPUBLISH' or 'PUBLISH', ch, msg) > 0 then
   return {held, ch, msg}
 end
