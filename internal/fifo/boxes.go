@@ -143,7 +143,7 @@ type wakeName struct {
 
 func (e *wakeName) cacheKey() string { return e.key }
 
-const wakeBits = 6
+const wakeBits = 8
 
 // wakeOf is key's wakeName on n.
 func (n *Notifier) wakeOf(key string) *wakeName {
