@@ -151,22 +151,26 @@ var (
 // queue for good. It returns the members it removed, then the head it left
 // (nil when the queue is empty), the head's :qc entry and its score in the
 // queue (as ZSCORE writes it), read on the way, so that its caller need not
-// read them again. waiter() is the one reader of a :qc entry.
+// read them again. first, when given, is the queue's first member and score
+// (ZRANGE 0 0 WITHSCORES) as the caller read it; it stands for the head
+// unless the prune removes it or anything before it. waiter() is the one
+// reader of a :qc entry.
 const pruneLua = `local function waiter(w)
   if not w then
     return nil
   end
   return string.match(w, '^([^|]*)|(%d+)|(%d+)|(%d)(.*)$')
 end
-local function prune(queue, deadlines, waiters, now_ms)
+local function prune(queue, deadlines, waiters, now_ms, first)
   local dead = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now_ms, 'LIMIT', 0, 100)
   if #dead > 0 then
     redis.call('ZREM', queue, unpack(dead))
     redis.call('ZREM', deadlines, unpack(dead))
     redis.call('HDEL', waiters, unpack(dead))
+    first = nil
   end
   for _ = 1, 100 do
-    local first = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+    first = first or redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
     local head = first[1]
     if not head then
       return dead
@@ -181,6 +185,7 @@ local function prune(queue, deadlines, waiters, now_ms)
     redis.call('ZREM', deadlines, head)
     redis.call('HDEL', waiters, head)
     dead[#dead + 1] = head
+    first = nil
   end
   -- 100 dropped: the head is whatever stands first now, for the next call.
   local first = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')

@@ -36,16 +36,26 @@
 local lock, queue, deadlines, prevkey, waiters = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token = ARGV[1]
 
+-- held: the lock holds the token. It is deleted (give_up) unless it is
+-- handed over, whose SET replaces it.
 local held = 0
 if owns(redis.call('GET', lock), token) then
-  redis.call('DEL', lock)
   held = 1
 end
-if redis.call('ZCARD', queue) == 0 then
+local function give_up()
+  if held == 1 then
+    redis.call('DEL', lock)
+  end
+  return held
+end
+-- The head before anything is removed: prune starts from it when nothing
+-- ahead of it goes.
+local first = redis.call('ZRANGE', queue, 0, 0, 'WITHSCORES')
+if not first[1] then
   if held == 1 then
     redis.call('DEL', prevkey) -- no waiter to pass a context to; none goes stale
   end
-  return held
+  return give_up()
 end
 -- A holder is not queued (every grant and handover takes the token out of
 -- the queue), so for it the ZREM on the queue finds nothing and is all; a
@@ -63,9 +73,12 @@ end
 
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local _, head, w, joined = prune(queue, deadlines, waiters, now_ms)
+if first[1] == token then
+  first = nil -- it was the token, taken out above
+end
+local _, head, w, joined = prune(queue, deadlines, waiters, now_ms, first)
 if not head then
-  return held
+  return give_up()
 end
 local prev = ''
 if held == 1 then
@@ -85,7 +98,7 @@ end
 -- prune() left a head whose :qc entry (w) waiter() reads, and its score.
 local ch, ttl, wttl, fencing, rest = waiter(w)
 if not ch or ch == '' then
-  return held
+  return give_up()
 end
 local px = math.min(tonumber(ttl), tonumber(wttl))
 local value = head
@@ -100,7 +113,7 @@ if fencing == '1' then
   local bad
   fence, bad = next_fence(KEYS[6], px)
   if bad then
-    return held
+    return give_up()
   end
 end
 redis.call('SET', lock, value, 'PX', px)

@@ -79,3 +79,43 @@ func TestQueueKeysExpiry(t *testing.T) {
 		t.Fatalf("waiters: PTTL %v, want (0, 1s] (a key without one gets one)", d)
 	}
 }
+
+// A release that hands nothing over still gives the lock back: the queue
+// emptied by the prune (its one waiter dead), a head without a channel
+// (it takes the lock itself), a fence counter the handover cannot read.
+func TestReleaseWithoutHandoverFreesTheLock(t *testing.T) {
+	srv := startRedis(t)
+	rdb := srv.Client(t)
+	ctx := tctx(t, 10*time.Second)
+	for _, c := range []struct {
+		name    string
+		fencing bool
+		wake    string
+		setup   func(key, waiter string)
+	}{
+		{"dead waiter", false, "lock:{nohandover}:w:x", func(key, waiter string) {
+			rdb.ZAdd(ctx, key+DeadlinesSuffix, redis.Z{Score: 1, Member: waiter})
+		}},
+		{"no channel", false, "", func(string, string) {}},
+		{"bad counter", true, "lock:{nohandover}:w:x", func(key, _ string) {
+			rdb.Set(ctx, key+FenceSuffix, "junk", 0)
+		}},
+	} {
+		key := "lock:{nohandover}"
+		rdb.FlushAll(ctx)
+		holder, waiter := newToken(), newToken()
+		if r, err := acq(ctx, rdb, key, holder, 10*time.Second, c.fencing, 2*time.Second, ""); err != nil || !r.Granted {
+			t.Fatal(c.name, r, err)
+		}
+		if r, err := acq(ctx, rdb, key, waiter, 10*time.Second, c.fencing, 2*time.Second, c.wake); err != nil || r.Granted {
+			t.Fatal(c.name, r, err)
+		}
+		c.setup(key, waiter)
+		if held, err := Release(ctx, rdb, key, holder, ""); err != nil || !held {
+			t.Fatal(c.name, held, err)
+		}
+		if n := rdb.Exists(ctx, key).Val(); n != 0 {
+			t.Fatalf("%s: after a release that handed nothing over the lock still holds %q", c.name, rdb.Get(ctx, key).Val())
+		}
+	}
+}
