@@ -35,17 +35,29 @@ func TestNamesOfManyKeys(t *testing.T) {
 			}
 		}
 	}
-	// Two keys of one set are both kept.
+	// As many keys as a set holds are all kept, used in turn; one more
+	// pushes out the oldest.
 	set := func(k string) uint64 { return maphash.String(cacheSeed, k) >> (64 - names.bits) }
-	a, b := "lock:{a}", ""
-	for i := 0; b == ""; i++ {
-		if k := fmt.Sprintf("lock:{b%d}", i); set(k) == set(a) {
-			b = k
+	keys := []string{"lock:{a}"}
+	for i := 0; len(keys) < cacheWays+1; i++ {
+		if k := fmt.Sprintf("lock:{b%d}", i); set(k) == set(keys[0]) {
+			keys = append(keys, k)
 		}
 	}
-	ea, eb := namesOf(a), namesOf(b)
-	if namesOf(a) != ea || namesOf(b) != eb {
-		t.Fatal("two keys of one set push each other out")
+	var es []*keyNames
+	for _, k := range keys[:cacheWays] {
+		es = append(es, namesOf(k))
+	}
+	for round := range 3 {
+		for i, k := range keys[:cacheWays] {
+			if namesOf(k) != es[i] {
+				t.Fatalf("round %d: %d keys of one set push each other out", round, cacheWays)
+			}
+		}
+	}
+	namesOf(keys[cacheWays])
+	if namesOf(keys[0]) == es[0] {
+		t.Fatalf("a set kept %d keys", cacheWays+1)
 	}
 }
 
