@@ -248,6 +248,14 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 	}
 }
 
+// isTooLate reports a tooLate in err's chain (a FIFO grant given back). It
+// uses errors.AsType, not errors.As: the target errors.As takes escapes, one
+// allocation on every grant.
+func isTooLate(err error) bool {
+	_, ok := errors.AsType[tooLate](err)
+	return ok
+}
+
 // previousOf is what a FIFO release leaves for the next holder: the hold
 // span's trace and span ids, "<trace id>-<span id>", when it is sampled.
 func (l *Lease) previousOf() string {

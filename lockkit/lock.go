@@ -335,13 +335,6 @@ type tooLate struct{ error }
 
 func (e tooLate) Unwrap() error { return e.error }
 
-// isTooLate reports a tooLate in err's chain. errors.AsType, not errors.As:
-// the target errors.As takes escapes, one allocation on every grant.
-func isTooLate(err error) bool {
-	_, ok := errors.AsType[tooLate](err)
-	return ok
-}
-
 // testHookTracked, when set by a test, runs right after a new lease is
 // tracked: where a Close could come between tracking and handing out.
 var testHookTracked func(*Client)
