@@ -26,9 +26,10 @@ type cache[E any, P interface {
 	bits uint
 }
 
-// cacheWays is the entries a set holds: with 4, the 32 keys of
-// BenchmarkParallelAcquireReleaseFIFO never push each other out in 256 sets
-// (with 2, three of them shared a set in one process of about 13).
+// cacheWays is the entries a set holds: with 4, five of the 32 keys of
+// BenchmarkParallelAcquireReleaseFIFO all but never share one of 256 sets
+// (with 2, three of them shared one in about one process of 13, its hash
+// seed random, and pushed each other out on every call).
 const cacheWays = 4
 
 func newCache[E any, P interface {
