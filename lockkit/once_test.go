@@ -37,7 +37,7 @@ func TestScriptsSentAtMostOnceAutoPipelined(t *testing.T) {
 
 func scriptsSentAtMostOnce(t *testing.T, spec func(*redis.Client) driver.Spec) {
 	r := testserver.StartRedis(t)
-	p := startDropProxy(t, r.Addr())
+	p := testserver.StartDropProxy(t, r.Addr())
 	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
 	c := newClientOn(t, spec(rdb))
@@ -79,9 +79,9 @@ func scriptsSentAtMostOnce(t *testing.T, spec func(*redis.Client) driver.Spec) {
 		}
 
 		t.Run(name+"/acquire", func(t *testing.T) {
-			p.arm(isAcquire)
+			p.Arm(isAcquire)
 			lease, err := l.TryAcquire(ctx)
-			sent := p.seen.Load()
+			sent := p.Seen()
 			t.Logf("TryAcquire with its connection dropped after the command ran: %v; acquires that reached the server: %d", err, sent)
 			if err == nil {
 				_ = lease.Release(ctx)
@@ -105,9 +105,9 @@ func scriptsSentAtMostOnce(t *testing.T, spec func(*redis.Client) driver.Spec) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.arm(isRelease)
+			p.Arm(isRelease)
 			err = lease.Release(ctx)
-			sent := p.seen.Load()
+			sent := p.Seen()
 			t.Logf("Release with its connection dropped after the script ran: %v; releases that reached the server: %d", err, sent)
 			if errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLockLost) {
 				t.Errorf("Release = %v, a loss: the lease held the lock until it released it", err)
@@ -130,9 +130,9 @@ func scriptsSentAtMostOnce(t *testing.T, spec func(*redis.Client) driver.Spec) {
 			}
 			defer func() { _ = lease.Release(ctx) }()
 			before := lease.Deadline()
-			p.arm(isExtend)
+			p.Arm(isExtend)
 			err = lease.Extend(ctx)
-			sent := p.seen.Load()
+			sent := p.Seen()
 			t.Logf("Extend with its connection dropped after the script ran: %v; extends that reached the server: %d", err, sent)
 			if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLockLost) {
 				t.Errorf("Extend = %v, want ErrUnavailable: its reply was lost, the lease is not lost", err)
