@@ -1,6 +1,7 @@
 package zookeeper
 
 import (
+	"net"
 	"time"
 
 	"github.com/lockkit/lockkit/driver"
@@ -33,4 +34,10 @@ func SessionServer(be driver.Backend, ttl time.Duration) string {
 		return s.conn.Server()
 	}
 	return ""
+}
+
+// WithDialer makes the backend's connections with dial (as zk.WithDialer),
+// for tests that put a faulty connection between a session and its server.
+func WithDialer(dial func(network, address string, timeout time.Duration) (net.Conn, error)) Option {
+	return Option{func(o *options) { o.dial = dial }}
 }

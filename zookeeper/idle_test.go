@@ -1,9 +1,14 @@
 package zookeeper_test
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,4 +223,88 @@ func TestLeftovers(t *testing.T) {
 			t.Fatalf("release: %v %v", held, err)
 		}
 	})
+
+	// A delete whose write fails on the socket comes back from go-zookeeper
+	// as the write's own error (a *net.OpError: broken pipe), not as
+	// ErrConnectionClosed: its sendLoop hands the requester what Write
+	// returned. A connection reset while its process was stopped gets
+	// exactly that on resume, if the sweeper's delete is written before the
+	// receive loop reads the reset (the fault harness's zk-kill-leader: a
+	// worker SIGSTOPped in fn while the leader was killed, in rehearsal D
+	// of round 23). Before, the sweeper took that error for an answer and
+	// dropped the orphan: the expired lease's node stayed as long as its
+	// live session, and no worker was granted the lock for 40s.
+	t.Run("SweepAfterWriteError", func(t *testing.T) {
+		var fail atomic.Int32
+		dial := func(network, address string, timeout time.Duration) (net.Conn, error) {
+			c, err := net.DialTimeout(network, address, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return &brokenPipeOnDelete{Conn: c, fail: &fail}, nil
+		}
+		be, err := zookeeper.New(servers, bounds, zookeeper.WithDialer(dial)).Open(driver.Config{CommandTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = be.Close() })
+		ctx := ctxT(t, 60*time.Second)
+		const key = "lock:{brokenpipe}"
+		// A session (of the TTL's timeout) that outlives go-zookeeper's
+		// reconnect: with one server, it waits a second before it dials
+		// again.
+		req := func(tok string) *driver.Request {
+			return &driver.Request{Key: key, Token: tok, TTL: 3 * time.Second}
+		}
+		if _, err := be.Acquire(ctx, req("holder")); err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		parent := zookeeper.LockPath("/lockkit", key)
+		held := waitNodes(t, raw, parent, 1, 5*time.Second)
+		_, st, err := raw.Exists(parent + "/" + held[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The lease ends unextended: the backend's own expiry gives its
+		// node to the sweeper, whose first delete fails on the socket.
+		fail.Store(1)
+		for deadline := time.Now().Add(10 * time.Second); fail.Load() != 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no delete was written within 10s of the lease's end")
+			}
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			left := nodes(t, raw, parent)
+			if len(left) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the expired lease's node %v is still there (%v) 10s after the sweeper's delete failed on the socket; want it deleted on the next connection", held, left)
+			}
+		}
+		if _, err := be.Acquire(ctx, req("next")); err != nil {
+			t.Fatalf("the next acquire after the sweep: %v", err)
+		}
+		// Deleted by the sweeper, not with its session.
+		next := waitNodes(t, raw, parent, 1, 5*time.Second)
+		if _, st2, err := raw.Exists(parent + "/" + next[0]); err != nil || st2.EphemeralOwner != st.EphemeralOwner {
+			t.Fatalf("the next node's session: %v, %v; want the expired lease's, %#x, still live", st2, err, st.EphemeralOwner)
+		}
+	})
+}
+
+// brokenPipeOnDelete fails a write of a ZooKeeper delete request (opcode 2,
+// after the length and the xid), while fail is set, as a write on a
+// connection the peer reset fails, and closes the connection.
+type brokenPipeOnDelete struct {
+	net.Conn
+	fail *atomic.Int32
+}
+
+func (c *brokenPipeOnDelete) Write(p []byte) (int, error) {
+	if len(p) >= 12 && binary.BigEndian.Uint32(p[8:12]) == 2 && c.fail.CompareAndSwap(1, 0) {
+		_ = c.Conn.Close()
+		return 0, &net.OpError{Op: "write", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", syscall.EPIPE)}
+	}
+	return c.Conn.Write(p)
 }

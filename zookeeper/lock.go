@@ -399,8 +399,12 @@ func (a *acq) create(ctx context.Context, sid int64, data []byte) error {
 		a.inflight = nil
 		cerr = err
 		if err != nil {
+			// The server made nothing: it refused the create, or the
+			// request was never all written (a write's own error, which
+			// go-zookeeper hands back as it is). A create lost with its
+			// connection after it was written may have been made.
 			if errors.Is(err, zk.ErrSessionExpired) || !isConnErr(err) {
-				a.unsure = false // the server made nothing
+				a.unsure = false
 			}
 			if a.released && a.unsure {
 				s.orphan(orphan{parent: a.parent, name: a.name, k: a.k})

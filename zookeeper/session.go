@@ -76,7 +76,7 @@ func (l zkLog) Printf(format string, args ...any) {
 func (b *backend) dial(ttl time.Duration) (*session, error) {
 	s := &session{b: b, ttl: ttl, timeout: b.o.sessionTimeout(ttl), changed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	conn, _, err := zk.Connect(b.hosts, s.timeout,
-		zk.WithDialer(handshakeDialer(s.timeout*2/3)),
+		zk.WithDialer(handshakeDialer(b.o.dial, s.timeout*2/3)),
 		zk.WithLogger(zkLog{s}),
 		zk.WithLogInfo(true), // the handshake's line is an info line: never off, whatever the default
 		zk.WithEventCallback(func(ev zk.Event) {
@@ -105,9 +105,12 @@ func (b *backend) dial(ttl time.Duration) (*session, error) {
 // after 6.6s, and after a paused leader a key stayed taken 7.5s past its
 // holder's lease (TestEnsemble/PausedServerNewSession, PauseSessionServer).
 // The Java client is stricter still: session timeout / number of servers.
-func handshakeDialer(limit time.Duration) zk.Dialer {
+func handshakeDialer(dial zk.Dialer, limit time.Duration) zk.Dialer {
+	if dial == nil {
+		dial = net.DialTimeout
+	}
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
-		c, err := net.DialTimeout(network, address, timeout)
+		c, err := dial(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -228,8 +231,8 @@ func (s *session) orphan(o orphan) {
 // abandoned create failed on the connection, the node would otherwise stay
 // as long as the session lives and block every later acquire of its lock.
 //
-// A round that keeps orphans (no session, or a delete that failed on the
-// connection or the session) comes again after sweepRetry by itself: a kick
+// A round that keeps orphans (no session, or a delete that failed other
+// than by the server's final refusal) comes again after sweepRetry by itself: a kick
 // (a state change, a new orphan) may never come while the session stays up
 // and every acquire of the blocked lock is merely contended.
 func (s *session) sweep() {
@@ -254,8 +257,9 @@ func (s *session) sweep() {
 		for _, o := range todo {
 			// Even a node of an ended session is deleted by name: the
 			// session may have ended after the node was made on its
-			// successor (a create sent across a reconnect). Only a
-			// connection failure keeps it for the next round.
+			// successor (a create sent across a reconnect). A delete
+			// the server did not refuse for good (retryable) keeps it
+			// for the next round.
 			if !ok {
 				keep = append(keep, o)
 			} else if err := s.deleteOrphan(o); err != nil && retryable(err) {
@@ -274,22 +278,17 @@ func (s *session) sweep() {
 // sweepRetry is how soon a sweep that kept orphans runs again.
 const sweepRetry = 250 * time.Millisecond
 
-// retryable: an orphan's delete that failed on the connection, or on a
-// session that ended or moved, is tried again (on the session that
-// follows: the node's name is the token, so deleting it is right; see
-// deleteOrphan for a later acquisition of the same token), and so is one
-// that waits for its token's live acquisition (errLiveCreate).
+// retryable: an orphan's delete is tried again (on the session that
+// follows, if this one ends: the node's name is the token, so deleting it is
+// right; see deleteOrphan for a later acquisition of the same token) unless
+// the server refused it for good (isFinal). Whatever else failed may have
+// been the connection, in any of its forms: go-zookeeper hands a request
+// whose write failed the write's own error (a *net.OpError: broken pipe,
+// connection reset), not ErrConnectionClosed. An orphan dropped on such an
+// error kept its node, and the lock, for as long as its session lived
+// (TestLeftovers/SweepAfterWriteError; the fault harness's zk-kill-leader).
 func retryable(err error) bool {
-	return errors.Is(err, errLiveCreate) || isConnErr(classifyConn(err)) || errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved)
-}
-
-// classifyConn maps an unanswered request (its ctx ended) to a connection
-// error, so that the sweeper keeps its orphan for the next round.
-func classifyConn(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errNotConnected) {
-		return zk.ErrConnectionClosed
-	}
-	return err
+	return !isFinal(err)
 }
 
 func (s *session) deleteOrphan(o orphan) error {

@@ -77,6 +77,9 @@ type options struct {
 	tick      time.Duration
 	syncLimit int
 	timingSet bool
+	// dial makes each session's connections: net.DialTimeout unless a test
+	// puts a faulty connection in between (export_test.go).
+	dial zk.Dialer
 }
 
 // WithRoot sets the node under which lock nodes live (below the chroot of
@@ -520,8 +523,14 @@ func classify(err error) error {
 		errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrSessionMoved),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, errNotConnected):
 		return driver.Failure(err)
-	case errors.Is(err, zk.ErrNoAuth), errors.Is(err, zk.ErrAuthFailed), errors.Is(err, zk.ErrInvalidACL), errors.Is(err, zk.ErrBadArguments):
+	case isFinal(err):
 		return fmt.Errorf("%w: %w", err, driver.ErrFinal)
 	}
 	return err
+}
+
+// isFinal: the server refused the request for good; the same request can
+// never succeed.
+func isFinal(err error) bool {
+	return errors.Is(err, zk.ErrNoAuth) || errors.Is(err, zk.ErrAuthFailed) || errors.Is(err, zk.ErrInvalidACL) || errors.Is(err, zk.ErrBadArguments)
 }
