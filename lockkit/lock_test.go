@@ -52,10 +52,15 @@ func TestStolenLock(t *testing.T) {
 // Renewal keeps a lease for over 3× its TTL while fn runs, CPU-bound too.
 func TestRenewalOutlivesTTL(t *testing.T) {
 	r := testserver.StartRedis(t)
-	const ttl = 300 * time.Millisecond
-	// A 300ms TTL needs a command timeout that leaves renewals room.
-	l := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "long")
-	other := lockOn(testDomain(t, newClient(t, r, WithCommandTimeout(100*time.Millisecond)), Policy{TTL: ttl}), "long")
+	// 500ms, not shorter: the renewal is a goroutine beside fn's spinning
+	// one, and a lease renewed every TTL/3 is lost when it waits for the
+	// CPU past the rest of the TTL. At 300ms (200ms of slack) that
+	// happened once while three test suites ran on two cores.
+	const ttl = 500 * time.Millisecond
+	// A 500ms TTL needs a command timeout that leaves renewals room.
+	cto := WithCommandTimeout(150 * time.Millisecond)
+	l := lockOn(testDomain(t, newClient(t, r, cto), Policy{TTL: ttl}), "long")
+	other := lockOn(testDomain(t, newClient(t, r, cto), Policy{TTL: ttl}), "long")
 	rdb := r.Client(t)
 	err := l.Do(t.Context(), func(ctx context.Context, lease *Lease) error {
 		deadline := time.Now().Add(4 * ttl)
