@@ -50,14 +50,19 @@ func testOptions(t testing.TB) []lockkit.Option {
 }
 
 // newClient is a lockkit client on its own etcd client, closed with the test.
-func newClient(t testing.TB, c *testserver.EtcdCluster) *lockkit.Client {
+func newClient(t testing.TB, c *testserver.EtcdCluster, opts ...lockkit.Option) *lockkit.Client {
 	t.Helper()
-	return newClientOn(t, c.Endpoints()...)
+	return newClientWith(t, c.Endpoints(), opts...)
 }
 
 func newClientOn(t testing.TB, endpoints ...string) *lockkit.Client {
 	t.Helper()
-	lc, err := lockkit.New(etcd.New(newCliOn(t, endpoints...)), testOptions(t)...)
+	return newClientWith(t, endpoints)
+}
+
+func newClientWith(t testing.TB, endpoints []string, opts ...lockkit.Option) *lockkit.Client {
+	t.Helper()
+	lc, err := lockkit.New(etcd.New(newCliOn(t, endpoints...)), append(testOptions(t), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

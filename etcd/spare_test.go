@@ -20,7 +20,11 @@ import (
 func TestSpareReuseValidity(t *testing.T) {
 	c := testserver.StartEtcd(t, 1)
 	cli := newCli(t, c)
-	l := lockOf(newClient(t, c), "reuse", lockkit.Policy{TTL: ttl, Renew: -1}, "x")
+	// The acquires and releases around the deadlines checked are setup: a
+	// command timeout of 2s, not the default 500ms, keeps them from failing
+	// as unavailable on a loaded machine (a CPU-hog rehearsal of round 23:
+	// the first release timed out). No deadline below counts it.
+	l := lockOf(newClient(t, c, lockkit.WithCommandTimeout(2*time.Second)), "reuse", lockkit.Policy{TTL: ttl, Renew: -1}, "x")
 	ctx := ctxT(t, 20*time.Second)
 	drift := ttl/100 + 2*time.Millisecond // internal/policy.Drift
 	leaseOf := func() clientv3.LeaseID {
