@@ -104,7 +104,7 @@ func WithEtcdArgs(args ...string) EtcdOption {
 }
 
 // StartEtcd starts an n-member etcd cluster on free 127.0.0.1 ports (client and peer
-// URLs plain http), data directories in t.TempDir(), and returns once every member is
+// URLs plain http), data directories in t.TempDir(), fsync off, and returns once every member is
 // healthy (has a leader). t.Cleanup stops every member by PID.
 func StartEtcd(t testing.TB, n int, opts ...EtcdOption) *EtcdCluster {
 	t.Helper()
@@ -186,6 +186,10 @@ func newEtcdCluster(t testing.TB, bin string, n int, cfg etcdConfig) (*EtcdClust
 			"--heartbeat-interval", strconv.FormatInt(cfg.heartbeat.Milliseconds(), 10),
 			"--election-timeout", strconv.FormatInt(cfg.election.Milliseconds(), 10),
 			"--log-level", "warn",
+			// No fsync of the WAL and the backend, as ZooKeeper and
+			// PostgreSQL here (see StartZooKeeper's forceSync): a killed
+			// member keeps what it wrote in the page cache.
+			"--unsafe-no-fsync",
 		}
 		args = append(args, cfg.args...)
 		m.member = member{
