@@ -185,9 +185,25 @@ func TestClusterReshardMoved(t *testing.T) {
 	}
 	do(srcC, args...)
 
+	// go-redis reloads its slot map in the background on ASK as on MOVED
+	// (osscluster.go, process). A reload that runs late, after the slot
+	// has moved below, would learn the new owner, and the extend after it
+	// would meet no MOVED: under a CPU hog it did (rehearsal N of round
+	// 24). So the extend's reload is waited for: its CLUSTER SLOTS reached
+	// a master (its answer, src, is fixed before the slot moves), and its
+	// 200ms cooldown is over. The lease renews nothing (Renew: -1), so
+	// nothing else asks for a reload.
+	loaded := calls(t, "cluster|slots", cl.Nodes()...)
 	if err := lease.Extend(t.Context()); err != nil {
 		t.Fatalf("extend during the migration (ASK): %v", err)
 	}
+	for deadline := time.Now().Add(10 * time.Second); calls(t, "cluster|slots", cl.Nodes()...) == loaded; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Logf("no slot map reload 10s after ASK")
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
 	// Read it on the importing master: ASKING, then PTTL on one connection.
 	conn := dstC.Conn()
 	defer conn.Close()
