@@ -38,7 +38,13 @@ func testOptions(t testing.TB) []lockkit.Option {
 // newClient is a lockkit client on servers, closed with the test.
 func newClient(t testing.TB, servers []string, opts ...zookeeper.Option) *lockkit.Client {
 	t.Helper()
-	c, err := lockkit.New(zookeeper.New(servers, append([]zookeeper.Option{bounds}, opts...)...), testOptions(t)...)
+	return newClientWith(t, servers, opts)
+}
+
+// newClientWith is newClient with lockkit options too.
+func newClientWith(t testing.TB, servers []string, zkOpts []zookeeper.Option, opts ...lockkit.Option) *lockkit.Client {
+	t.Helper()
+	c, err := lockkit.New(zookeeper.New(servers, append([]zookeeper.Option{bounds}, zkOpts...)...), append(testOptions(t), opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

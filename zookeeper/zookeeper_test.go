@@ -20,13 +20,23 @@ func TestSingle(t *testing.T) {
 	z := startZK(t, 1)
 	servers := z.Servers()
 	raw := rawConn(t, servers)
+	// sturdy is the client of the subtests that check what the backend
+	// does and not how soon: a 2s command timeout and a 10s TTL, so that a
+	// JVM held up past the default 500ms (rehearsals of round 23: fsync
+	// stalls, a compile beside the suite) does not open the breaker or end
+	// a lease the subtest relies on. The subtests that bound a time by the
+	// TTL or the command timeout keep the defaults.
+	sturdy := func(t *testing.T, at []string, zkOpts ...zookeeper.Option) *lockkit.Client {
+		return newClientWith(t, at, zkOpts, lockkit.WithCommandTimeout(2*time.Second))
+	}
+	const sturdyTTL = 10 * time.Second
 
 	// Mutual exclusion under 8 contenders with polling: never two inside
 	// fn, fences strictly increasing in the order of the holds, and no node
 	// left behind once everyone is done (contended attempts delete theirs).
 	t.Run("Exclusion", func(t *testing.T) {
-		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second, Retry: retry, Fencing: true}
+		c := sturdy(t, servers)
+		p := lockkit.Policy{TTL: sturdyTTL, Retry: retry, Fencing: true}
 		var (
 			ov    overlap
 			mu    sync.Mutex
@@ -82,8 +92,8 @@ func TestSingle(t *testing.T) {
 	// A contended polling attempt answers ErrNotAcquired and deletes its
 	// node: the holder's is the only one left.
 	t.Run("ContendedLeavesNothing", func(t *testing.T) {
-		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second}
+		c := sturdy(t, servers)
+		p := lockkit.Policy{TTL: sturdyTTL}
 		lk := lockOf(c, "cont", p, "k")
 		l, err := lk.Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
@@ -107,8 +117,8 @@ func TestSingle(t *testing.T) {
 	// holder whose node was deleted behind its back (and the lock taken by
 	// another) cannot extend or release the new holder's lock.
 	t.Run("StaleReleaseExtend", func(t *testing.T) {
-		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second, Renew: -1, Fencing: true}
+		c := sturdy(t, servers)
+		p := lockkit.Policy{TTL: sturdyTTL, Renew: -1, Fencing: true}
 		a, err := lockOf(c, "stale", p, "k").Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -238,8 +248,8 @@ func TestSingle(t *testing.T) {
 	// FIFO: 16 waiters queued one after another get the lock in that order,
 	// each holding it 1ms.
 	t.Run("FIFO16", func(t *testing.T) {
-		c := newClient(t, servers)
-		p := lockkit.Policy{TTL: 2 * time.Second, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
+		c := sturdy(t, servers)
+		p := lockkit.Policy{TTL: sturdyTTL, Wait: "fifo", Retry: lockkit.Retry{Attempts: 2, MaxWait: 60 * time.Second}}
 		lk := lockOf(c, "fifo", p, "k")
 		first, err := lk.Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
@@ -335,8 +345,8 @@ func TestSingle(t *testing.T) {
 
 	// A chroot in the connection string: the nodes live below it.
 	t.Run("Chroot", func(t *testing.T) {
-		c := newClient(t, []string{strings.Join(servers, ",") + "/app/x"})
-		lk := lockOf(c, "chroot", lockkit.Policy{TTL: 2 * time.Second}, "k")
+		c := sturdy(t, []string{strings.Join(servers, ",") + "/app/x"})
+		lk := lockOf(c, "chroot", lockkit.Policy{TTL: sturdyTTL}, "k")
 		l, err := lk.Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -355,8 +365,8 @@ func TestSingle(t *testing.T) {
 	// Digest auth: the lock's nodes carry an ACL under which another
 	// identity reads who holds the lock but cannot delete it (nor queue).
 	t.Run("ACL", func(t *testing.T) {
-		c := newClient(t, servers, zookeeper.WithDigestAuth("alice", "secret"), zookeeper.WithRoot("/secured"))
-		lk := lockOf(c, "acl", lockkit.Policy{TTL: 2 * time.Second}, "k")
+		c := sturdy(t, servers, zookeeper.WithDigestAuth("alice", "secret"), zookeeper.WithRoot("/secured"))
+		lk := lockOf(c, "acl", lockkit.Policy{TTL: sturdyTTL}, "k")
 		l, err := lk.Acquire(ctxT(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
