@@ -185,14 +185,17 @@ func TestClusterReshardMoved(t *testing.T) {
 	}
 	do(srcC, args...)
 
-	// go-redis reloads its slot map in the background on ASK as on MOVED
-	// (osscluster.go, process). A reload that runs late, after the slot
-	// has moved below, would learn the new owner, and the extend after it
-	// would meet no MOVED: under a CPU hog it did (rehearsal N of round
-	// 24). So the extend's reload is waited for: its CLUSTER SLOTS reached
-	// a master (its answer, src, is fixed before the slot moves), and its
-	// 200ms cooldown is over. The lease renews nothing (Renew: -1), so
-	// nothing else asks for a reload.
+	// go-redis reloads its slot map in the background on each ASK, as on
+	// MOVED (osscluster.go, process). A reload that runs late, after the
+	// slot has moved below, would learn the new owner, and the extend
+	// after it would meet no MOVED: under a CPU hog it did (rehearsal N of
+	// round 24). So the extend meets exactly one ASK (its script loaded on
+	// dst: no NOSCRIPT and second ASK for an EVAL, which could leave a
+	// second reload pending; errorstats counted 2 ASKs without the load, 1
+	// with it), and its one reload is waited for: its CLUSTER SLOTS reached
+	// a master, so its answer, src, is fixed before the slot moves. The
+	// lease renews nothing (Renew: -1), so nothing else asks for a reload.
+	loadScripts(t, dstC)
 	loaded := calls(t, "cluster|slots", cl.Nodes()...)
 	if err := lease.Extend(t.Context()); err != nil {
 		t.Fatalf("extend during the migration (ASK): %v", err)
@@ -203,7 +206,6 @@ func TestClusterReshardMoved(t *testing.T) {
 			break
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
 	// Read it on the importing master: ASKING, then PTTL on one connection.
 	conn := dstC.Conn()
 	defer conn.Close()
