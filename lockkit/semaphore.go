@@ -113,15 +113,20 @@ func (s Semaphore) acquire(ctx context.Context, retry, forDo bool) (lease *Lease
 	if p.fifo() {
 		// Queue on the gate; its holder then polls the slots with the
 		// backoff defaults, bounded by what is left of MaxWait (and ctx),
-		// not by attempts: it is first in line.
+		// not by attempts: it is first in line. A single-attempt domain
+		// (Attempts 1, which withDefaults makes of 0 without a MaxWait)
+		// makes a single attempt at the slots too: with no MaxWait,
+		// unbounded attempts would poll until ctx ended, holding the gate.
 		gate, _, err := l.acquireOn(ctx, be, retry, false)
 		if err != nil {
 			return nil, ctx, err
 		}
 		defer gate.releaseGate(ctx)
-		fifo := *r
-		fifo.Attempts = maxAttempts
-		r = &fifo
+		if r.retries() {
+			fifo := *r
+			fifo.Attempts = maxAttempts
+			r = &fifo
+		}
 	}
 	hctx, hold := d.tel.StartHold(ctx, l.key)
 	actx := hold.StartAcquire(hctx)

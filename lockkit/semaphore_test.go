@@ -165,3 +165,70 @@ func TestSemaphoreFIFOOrder(t *testing.T) {
 		t.Errorf("%d permit holders inside at once; the semaphore admits 2", m)
 	}
 }
+
+// TestSemaphoreFIFOSingleAttempt: a FIFO semaphore whose policy makes a
+// single attempt (Retry left zero, or Attempts 1 whatever its MaxWait) gives
+// up at once when every permit is held, as a poll semaphore does, instead of
+// polling the slots until ctx ends while it holds the gate (which also kept
+// every other single-attempt caller off the gate). The wait-bounded domain
+// beside it still waits for a freed permit.
+func TestSemaphoreFIFOSingleAttempt(t *testing.T) {
+	r := testserver.StartRedis(t)
+	c := newClient(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Both permits, through a poll domain on the same keys.
+	direct := semOn(testDomain(t, c, Policy{TTL: 10 * time.Second, Kind: "semaphore", Permits: 2}), "single")
+	var held []*Lease
+	for range 2 {
+		l, err := direct.TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	for _, retry := range []Retry{{}, {Attempts: 1, MaxWait: 20 * time.Second}} {
+		sem := semOn(testDomain(t, c, Policy{TTL: 10 * time.Second, Wait: "fifo", Retry: retry, Kind: "semaphore", Permits: 2}), "single")
+		for _, call := range []struct {
+			name string
+			run  func(context.Context) error
+		}{
+			{"Do", func(ctx context.Context) error {
+				return sem.Do(ctx, func(context.Context, *Lease) error { return errors.New("fn ran with every permit held") })
+			}},
+			{"Acquire", func(ctx context.Context) error {
+				l, err := sem.Acquire(ctx)
+				if err == nil {
+					_ = l.Release(ctx)
+				}
+				return err
+			}},
+		} {
+			// A ctx far longer than a single attempt takes: the call must
+			// end by the policy, not by this ctx.
+			cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
+			err := call.run(cctx)
+			ended := cctx.Err()
+			ccancel()
+			if !errors.Is(err, ErrNotAcquired) || ended != nil {
+				t.Fatalf("%+v %s with every permit held: %v (ctx: %v); want ErrNotAcquired from a single attempt, before ctx ends", retry, call.name, err, ended)
+			}
+		}
+	}
+	// A waiting FIFO domain gets the permit freed while it waits.
+	sem := semOn(testDomain(t, c, Policy{TTL: 10 * time.Second, Wait: "fifo", Retry: Retry{MaxWait: 20 * time.Second}, Kind: "semaphore", Permits: 2}), "single")
+	done := make(chan error, 1)
+	go func() { done <- sem.Do(ctx, func(context.Context, *Lease) error { return nil }) }()
+	select {
+	case err := <-done:
+		t.Fatalf("a waiting FIFO semaphore returned %v with every permit held", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := held[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("a waiting FIFO semaphore, after a permit was freed: %v", err)
+	}
+	_ = held[1].Release(ctx)
+}
