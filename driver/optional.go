@@ -101,10 +101,13 @@ type Waiter interface {
 	// AcquireWait is Acquire that waits in the store's queue, at most
 	// maxWait and never past ctx (whose end takes the request out of the
 	// queue). It returns ErrContended when maxWait runs out. waited is how
-	// long after the store received the request it granted it, on the
-	// store's clock, rounded down: the lease's TTL counts from the
-	// request's send + waited, never from the reply (the store's TTL may
-	// start before the reply arrives).
+	// long after the call the store can have started the lock's TTL at the
+	// earliest: the time the backend kept the request before sending it
+	// (a line in process, a wait for a connection), on this clock, plus
+	// how long after the store received it it granted it, on the store's
+	// clock, rounded down. The lease's TTL counts from the request's send
+	// (taken before the call) + waited, never from the reply (the store's
+	// TTL may start before the reply arrives).
 	AcquireWait(ctx context.Context, req *Request, maxWait time.Duration) (fence int64, waited time.Duration, err error)
 }
 

@@ -132,6 +132,36 @@ func TestFIFOOnPostgres(t *testing.T) {
 		}
 	})
 
+	t.Run("LineInProcessKeepsItsTTL", func(t *testing.T) {
+		// The holder is on the waiter's own client, taken by a FIFO
+		// Acquire: the waiter waits in process, behind the holder's gate,
+		// before its statement is sent. That wait is not spent lease
+		// either: counted from before it (the Client's send), a 0.7 s line
+		// left the 1 s lease about 0.25 s.
+		c := newClient(t, testserver.PgxPool(t, pg.DSN(), 2))
+		lk := lockOf(c, "fifo", fifoPolicy(time.Second, time.Minute), "inline")
+		h, err := lk.Acquire(ctxT(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan error, 1)
+		time.AfterFunc(700*time.Millisecond, func() { released <- h.Release(context.Background()) })
+		start := time.Now()
+		l, err := lk.Acquire(ctxT(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("waiter granted after %v: %v", time.Since(start), err)
+		}
+		if err := <-released; err != nil {
+			t.Fatalf("the holder's release: %v", err)
+		}
+		if rest := time.Until(l.Deadline()); rest < 500*time.Millisecond {
+			t.Fatalf("lease granted after a %v wait in process has %v left of its 1s TTL", time.Since(start), rest)
+		}
+		if err := l.Release(ctxT(t, 5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("MaxWait", func(t *testing.T) {
 		h, err := lockOf(holder, "fifo", fifoPolicy(5*time.Second, time.Minute), "x").TryAcquire(ctxT(t, 5*time.Second))
 		if err != nil {

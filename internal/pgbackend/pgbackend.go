@@ -817,8 +817,10 @@ func (b *Backend) newSession(conn *pgxpool.Conn, prev string, limit time.Duratio
 // backend's sessions with its lock when granted. Waiters are granted in
 // arrival order, and a release wakes the next waiter at once, with no
 // polling. It returns driver.ErrContended when the wait runs out, and
-// waited: how long after the server received the statement it granted the
-// lock, on the server's clock. Within one backend, queued acquires of one
+// waited: how long it kept the request before sending the statement (its
+// line in process, the wait for a connection), plus how long after the
+// server received the statement it granted the lock, on the server's clock.
+// Within one backend, queued acquires of one
 // key line up in process (in arrival order) and only the first waits in
 // PostgreSQL (on a pool connection, counted in MaxHeld). Close ends the wait.
 func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait time.Duration) (fence int64, waited time.Duration, err error) {
@@ -828,6 +830,10 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 	if maxWait < time.Millisecond {
 		return 0, 0, fmt.Errorf("lockkit/pg: AcquireWait: maxWait %v is under a millisecond", maxWait)
 	}
+	// called: the caller's send is before it, so the time from it to the
+	// statement's send (the line in process, the wait for a connection) is
+	// added to waited: the lock is not held before the statement is sent.
+	called := time.Now()
 	lid, id := leaseID{req.Key, req.Token}, KeyID(req.Key)
 	l := &lease{key: req.Key, token: req.Token, id: id, ttl: req.TTL}
 	b.mu.Lock()
@@ -906,6 +912,7 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		us   int64
 		set  *string
 	)
+	sent := time.Now()
 	err = conn.QueryRow(ctx, query, args...).Scan(&ok, &prev, &fence, &us, &set)
 	returned := time.Now()
 	switch {
@@ -924,7 +931,7 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		l.s, l.validUntil, l.leave = s, returned.Add(req.TTL), leave
 		b.attach(s, l)
 		held = true
-		return fence, time.Duration(us) * time.Microsecond, nil
+		return fence, sent.Sub(called) + time.Duration(us)*time.Microsecond, nil
 	case err == nil:
 		giveBack()
 		return 0, 0, driver.ErrContended
