@@ -95,10 +95,11 @@ func tokenName(token string) string {
 // tokenOf is the token a lock node's name carries (tokenName's inverse);
 // "" when child is not a lock node.
 func tokenOf(child string) string {
-	if seqOf(child) < 0 {
+	prefix, _, ok := parseNode(child)
+	if !ok {
 		return ""
 	}
-	name := child[:len(child)-11]
+	name := prefix[:len(prefix)-1]
 	if hexed, ok := strings.CutPrefix(name, "~"); ok {
 		tok, err := hex.DecodeString(hexed)
 		if err != nil {
@@ -110,22 +111,111 @@ func tokenOf(child string) string {
 }
 
 // isNodeOf reports whether child is a node created with the name prefix
-// name (followed by the server's 10-digit sequence).
+// name (followed by the server's sequence).
 func isNodeOf(child, name string) bool {
-	return len(child) == len(name)+10 && strings.HasPrefix(child, name)
+	prefix, _, ok := parseNode(child)
+	return ok && prefix == name
 }
 
-// seqOf is a node's sequence number; -1 when child is not a lock node.
-func seqOf(child string) int64 {
-	i := strings.LastIndexByte(child, '-')
-	if i < 0 || len(child)-i-1 != 10 {
-		return -1
+// parseNode splits a lock node's name into the name prefix it was created
+// with (up to and including the '-' before the sequence) and the sequence
+// the server appended; ok is false when child is not a lock node.
+//
+// The sequence is the parent's cversion at the create, a signed 32-bit
+// counter that every child create and delete advances, formatted "%010d":
+// past 2147483647 it wraps to -2147483648 and counts up through the
+// negatives, so the suffix is 10 digits (0..2147483647), or a minus and 9
+// digits (-999999999..-1), or a minus and 10 (-2147483648..-1000000000).
+// Only that exact form is a sequence. The '-' before it ends the prefix: a
+// prefix lockkit makes (tokenName) has no other '-', so in "T--1000000000"
+// the sequence is -1000000000 (prefix "T-"), never 1000000000 (prefix
+// "T--"), which is why the longer suffix is tried first.
+func parseNode(child string) (prefix string, seq int32, ok bool) {
+	for _, n := range [2]int{11, 10} {
+		i := len(child) - n - 1 // the separator
+		if i < 1 || child[i] != '-' {
+			continue
+		}
+		v, err := strconv.ParseInt(child[i+1:], 10, 32)
+		if err != nil || fmt.Sprintf("%010d", v) != child[i+1:] {
+			continue
+		}
+		return child[:i+1], int32(v), true
 	}
-	n, err := strconv.ParseInt(child[i+1:], 10, 64)
-	if err != nil {
-		return -1
+	return "", 0, false
+}
+
+// seqBefore reports whether sequence a was issued before b: serial
+// arithmetic on the wrapping 32-bit counter (RFC 1982), so that
+// 2147483647 comes before -2147483648, and -5 before 0. It is an order
+// only among sequences less than 2^31 apart: it assumes that the live
+// children of one lock's parent always span far fewer than 2^31 sequence
+// numbers (about a billion creates and deletes under the lock while one of
+// its nodes lives). Past that, a node made later reads as made earlier.
+func seqBefore(a, b int32) bool { return int32(uint32(a)-uint32(b)) < 0 }
+
+// lockNode is a child parsed by parseNode.
+type lockNode struct {
+	name string
+	seq  int32
+}
+
+// before is the queue's order, the one rule every reader of it uses (an
+// attempt's place, the predecessor a waiter watches, the holder a reader
+// sees): by sequence (seqBefore), and by name for two of one sequence,
+// which the server never gives two live children of one parent.
+func (n lockNode) before(m lockNode) bool {
+	if n.seq != m.seq {
+		return seqBefore(n.seq, m.seq)
 	}
-	return n
+	return n.name < m.name
+}
+
+// lockNodes is the lock nodes among children.
+func lockNodes(children []string) []lockNode {
+	ns := make([]lockNode, 0, len(children))
+	for _, c := range children {
+		if _, seq, ok := parseNode(c); ok {
+			ns = append(ns, lockNode{c, seq})
+		}
+	}
+	return ns
+}
+
+// queuePlace is own's place among children (own's node is a lock node
+// name): pos counts the lock nodes before it (0 holds the lock), pred is
+// the last of them, "" when none.
+func queuePlace(own string, children []string) (pos int, pred string) {
+	_, seq, ok := parseNode(own)
+	if !ok {
+		// Never a node this backend made: behind everything, so never
+		// granted.
+		return len(children), ""
+	}
+	me := lockNode{own, seq}
+	var p lockNode
+	for _, n := range lockNodes(children) {
+		if n.name == own || !n.before(me) {
+			continue
+		}
+		if pos == 0 || p.before(n) {
+			p = n
+		}
+		pos++
+	}
+	return pos, p.name
+}
+
+// lowestNode is the first lock node among children (the holder's), ""
+// when there is none.
+func lowestNode(children []string) string {
+	var low lockNode
+	for i, n := range lockNodes(children) {
+		if i == 0 || n.before(low) {
+			low = n
+		}
+	}
+	return low.name
 }
 
 // acquisition is key's acquisition for token, made (with its session) when
@@ -287,9 +377,6 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 		a.mu.Unlock()
 	}
 	own := path[strings.LastIndexByte(path, '/')+1:]
-	mySeq := seqOf(own)
-	pos = 0
-	var predSeq int64 = -1
 	for _, c := range children {
 		if c != own && isNodeOf(c, a.name) {
 			// Another node of this token: an earlier create's, whose
@@ -298,14 +385,10 @@ func (b *backend) attempt(ctx context.Context, a *acq, req *driver.Request) (pos
 			// deleted; till then it counts as any other node.
 			s.orphan(orphan{path: a.parent + "/" + c})
 		}
-		q := seqOf(c)
-		if q < 0 || q >= mySeq {
-			continue
-		}
-		pos++
-		if q > predSeq {
-			predSeq, pred = q, a.parent+"/"+c
-		}
+	}
+	pos, predName := queuePlace(own, children)
+	if predName != "" {
+		pred = a.parent + "/" + predName
 	}
 	if !slices.Contains(children, own) {
 		a.forget(path)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/lockkit/lockkit/driver"
 )
 
@@ -53,36 +54,60 @@ func (b *backend) QueueRelease(ctx context.Context, key, token, _ string) (bool,
 }
 
 // QueueSubscribe returns a waiter that watches the token's predecessor,
-// as the last QueueAcquire found it. The watch is set in the background.
+// as the token's last QueueAcquire found it. The watch is set in the
+// background, from Wait.
 func (b *backend) QueueSubscribe(key, token string) driver.QueueWaiter {
-	w := &waiter{a: b.lookup(key, token, false), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	return w
+	return &waiter{b: b, key: key, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
+// waiter is a token's registration for wake-ups. It holds no acquisition:
+// each Wait looks the token's up again, since the one it had at the
+// subscription may be gone (granted, then released or given up, while the
+// token queues again as a new acquisition, with a new node).
 type waiter struct {
-	a    *acq
-	wake chan struct{}
-	done chan struct{}
+	b          *backend
+	key, token string
+	wake       chan struct{}
+	done       chan struct{}
 
 	mu       sync.Mutex
-	watching string
+	watching string        // the predecessor a live watch covers, "" when none
+	stop     chan struct{} // closed when that watch is superseded
 	closed   bool
 }
 
 // Wait returns on the predecessor's deletion (or any change of it, or the
-// loss of the watch with its session), on fallback, or when ctx ends.
+// loss of the watch with its connection or session), on fallback, or when
+// ctx ends. It sets a watch on the token's predecessor, as the last attempt
+// found it, whenever no live watch covers that one: a watch ends when it
+// fires and when its GetW fails (a connection dropped under it: the next
+// attempt finds the same predecessor, which is watched again).
 func (w *waiter) Wait(ctx context.Context, fallback time.Duration) (string, error) {
-	if w.a != nil {
-		w.a.mu.Lock()
-		pred := w.a.pred
-		w.a.mu.Unlock()
-		w.mu.Lock()
-		if pred != "" && pred != w.watching && !w.closed {
-			w.watching = pred
-			go w.watch(pred)
-		}
-		w.mu.Unlock()
+	select {
+	case <-w.wake: // a watch that ended since the last Wait
+		return "push", nil
+	default:
 	}
+	var (
+		pred string
+		conn *zk.Conn
+	)
+	if a := w.b.lookup(w.key, w.token, false); a != nil {
+		a.mu.Lock()
+		pred = a.pred
+		a.mu.Unlock()
+		conn = a.s.conn
+	}
+	w.mu.Lock()
+	if pred != "" && pred != w.watching && !w.closed {
+		if w.stop != nil {
+			close(w.stop) // the watch of an earlier predecessor wakes no one
+		}
+		stop := make(chan struct{})
+		w.watching, w.stop = pred, stop
+		go w.watch(conn, pred, stop)
+	}
+	w.mu.Unlock()
 	t := time.NewTimer(fallback)
 	defer t.Stop()
 	select {
@@ -95,8 +120,10 @@ func (w *waiter) Wait(ctx context.Context, fallback time.Duration) (string, erro
 	}
 }
 
-func (w *waiter) watch(pred string) {
-	conn := w.a.s.conn
+// watch waits for pred's change on conn, then wakes the waiter: it is no
+// longer watched (unless a later watch superseded this one meanwhile, or
+// the waiter closed).
+func (w *waiter) watch(conn *zk.Conn, pred string, stop chan struct{}) {
 	// GetW, not ExistsW: on a node already gone, ExistsW leaves a watch for
 	// its creation, and a sequential name is never created again, so each
 	// handover that deleted the predecessor first would leave one on the
@@ -108,7 +135,18 @@ func (w *waiter) watch(pred string) {
 		case <-ch:
 		case <-w.done:
 			return
+		case <-stop:
+			return
 		}
+	}
+	w.mu.Lock()
+	current := w.stop == stop
+	if current {
+		w.watching, w.stop = "", nil
+	}
+	w.mu.Unlock()
+	if !current {
+		return
 	}
 	select {
 	case w.wake <- struct{}{}:

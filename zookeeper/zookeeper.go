@@ -445,12 +445,7 @@ func (b *backend) ReadHolder(ctx context.Context, key string) (driver.Holding, b
 		if err != nil {
 			return driver.Holding{}, false, classify(err)
 		}
-		lowest, seq := "", int64(-1)
-		for _, c := range children {
-			if q := seqOf(c); q >= 0 && (seq < 0 || q < seq) {
-				lowest, seq = c, q
-			}
-		}
+		lowest := lowestNode(children)
 		if lowest == "" {
 			return driver.Holding{}, false, nil
 		}

@@ -294,6 +294,35 @@ func TestSingle(t *testing.T) {
 		waitNodes(t, raw, path, 0, 10*time.Second)
 	})
 
+	// The parent's cversion, which names its sequential children, is a
+	// signed 32-bit counter: past 2147483647 it wraps, and the names turn
+	// negative (TOKEN--2147483648, ..., TOKEN--000000005, ...). A holder
+	// whose node is named -5 (made by hand: no test makes two billion
+	// children) blocks a polling attempt and a FIFO waiter, whose nodes the
+	// server names 1 and 2, and is the holder ReadHolder reads. Before, the
+	// name was read as no lock node at all, and both were granted while the
+	// holder's lease was valid.
+	t.Run("NegativeSeqHolder", func(t *testing.T) {
+		negativeSeqHolder(t, servers, raw)
+	})
+
+	// A waiter follows its token's acquisition, not the first one it saw:
+	// W is granted, gives the lock back, and queues again behind H2; H2's
+	// release wakes it with a push. Before, the waiter kept the first
+	// acquisition (granted: no predecessor), set no watch again, and each
+	// later handover was noticed only by the fallback timer.
+	t.Run("WaiterRequeued", func(t *testing.T) {
+		waiterRequeued(t, servers)
+	})
+
+	// A watch whose GetW was lost with its connection is set again: the
+	// next attempt finds the same predecessor, and its release wakes the
+	// waiter with a push. Before, the waiter took that predecessor for
+	// watched, and only the fallback timer woke it.
+	t.Run("WaiterWatchLost", func(t *testing.T) {
+		waiterWatchLost(t, servers)
+	})
+
 	// A domain whose TTL the ensemble cannot keep as a session timeout is
 	// refused at New, naming the domain, the limit and the fix; a server
 	// that grants a shorter timeout than declared fails the acquire, never
