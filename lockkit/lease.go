@@ -479,6 +479,16 @@ func (l *Lease) markLost(why telnames.LostCause, cause error) {
 	l.endHold(telnames.OutcomeLost, cause)
 	l.end(cause)
 	l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: lease lost", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "cause", l.lock.d.c.logErr(l.lock.key, cause))
+	if why != telnames.LostRefused {
+		// Lost on this clock (its deadline or its max hold), the key may
+		// still hold this lease's token in the store: until its TTL there,
+		// or, on PostgreSQL, for as long as its session lives, which other
+		// leases on that session keep alive. Give it back now, so the next
+		// acquirer gets the key at the loss and not when the holder
+		// returns (owner-checked: a key anyone else holds is untouched).
+		// A refused extend already found the key not this lease's.
+		l.lock.d.c.background(func() { _, _ = l.lock.releaseToken(context.Background(), l.be, l.token) })
+	}
 }
 
 // endHold ends the hold span once: at the release, or at the loss.
