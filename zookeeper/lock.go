@@ -136,13 +136,38 @@ func parseNode(child string) (prefix string, seq int32, ok bool) {
 		if i < 1 || child[i] != '-' {
 			continue
 		}
+		if !seqForm(child[i+1:]) {
+			continue
+		}
 		v, err := strconv.ParseInt(child[i+1:], 10, 32)
-		if err != nil || fmt.Sprintf("%010d", v) != child[i+1:] {
+		if err != nil {
 			continue
 		}
 		return child[:i+1], int32(v), true
 	}
 	return "", 0, false
+}
+
+// seqForm reports whether suf is written as "%010d" writes a number: ten
+// digits, a minus and nine digits (not all zeros), or a minus and ten
+// digits (the first not a zero). Checked by hand, without formatting: an
+// attempt parses every child of the lock.
+func seqForm(suf string) bool {
+	digits := strings.TrimPrefix(suf, "-")
+	for i := range len(digits) {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	neg := len(digits) < len(suf)
+	switch {
+	case !neg:
+		return len(suf) == 10
+	case len(suf) == 10:
+		return strings.Trim(digits, "0") != ""
+	default:
+		return len(suf) == 11 && digits[0] != '0'
+	}
 }
 
 // seqBefore reports whether sequence a was issued before b: serial
