@@ -666,8 +666,10 @@ func (b *backend) expire(a *acq) {
 		a.mu.Unlock()
 		return
 	}
-	a.mu.Unlock()
-	b.abandon(a)
+	// Given up in the same hold of a.mu that found the lease ended: an
+	// extend answered after this finds a released (keepUntil), never a
+	// lease it would keep while its node goes to the sweeper.
+	b.abandonLocked(a)
 }
 
 // abandon gives an acquisition up without a request of its own: it leaves
@@ -677,6 +679,11 @@ func (b *backend) expire(a *acq) {
 // later acquisition's of the same token (session.deleteOrphan).
 func (b *backend) abandon(a *acq) {
 	a.mu.Lock()
+	b.abandonLocked(a)
+}
+
+// abandonLocked is abandon with a.mu held; it unlocks a.mu.
+func (b *backend) abandonLocked(a *acq) {
 	if a.released {
 		a.mu.Unlock()
 		return
