@@ -191,7 +191,7 @@ var (
 // are guarded by Backend.mu, except op, conn (used by op's holder) and prev.
 type session struct {
 	conn *pgxpool.Conn
-	prev string        // idle_session_timeout before the backend took conn
+	prev saved         // the settings the backend changes, as they were before it took conn
 	op   chan struct{} // holds a token while a statement is in flight (or being prepared) on conn
 	gone chan struct{} // closed when the session is dead
 
@@ -204,6 +204,14 @@ type session struct {
 	retiring  bool             // takes no new lock; closed once its last lease is gone
 	linger    *time.Timer      // gives the session back when it has been empty for sessionLinger
 }
+
+// saved is what a connection's settings were when the backend took it from
+// the pool, restored when it gives the connection back. The backend sets
+// idle_session_timeout (its locks' TTL) and statement_timeout (0: none of
+// its statements is cancelled by the application's setting, which the
+// backend would have to take as its session lost; a wait in the lock queue
+// is one statement).
+type saved struct{ idle, stmt string }
 
 // round is one check of a session's locks, shared by the Extends that
 // joined it before it was sent.
@@ -623,13 +631,13 @@ func (b *Backend) takeEmpty(s *session) bool {
 }
 
 // restore gives a connection of the backend back to the pool with no
-// advisory lock and its idle limit as it was (prev), or closes it when that
-// fails.
-func (b *Backend) restore(conn *pgxpool.Conn, prev string) {
+// advisory lock and its settings as they were (prev), or closes it when
+// that fails.
+func (b *Backend) restore(conn *pgxpool.Conn, prev saved) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	var all, set *string
-	if err := conn.QueryRow(ctx, sqlRetire, prev).Scan(&all, &set); err != nil {
+	var all, idle, stmt *string
+	if err := conn.QueryRow(ctx, sqlRetire, prev.idle, prev.stmt).Scan(&all, &idle, &stmt); err != nil {
 		b.discard(conn)
 		return
 	}
@@ -637,9 +645,9 @@ func (b *Backend) restore(conn *pgxpool.Conn, prev string) {
 }
 
 // waitConn is a connection to wait in PostgreSQL's queue on: an empty
-// session's, taken out of the set (orig is then its idle limit as the pool
+// session's, taken out of the set (orig is then its settings as the pool
 // gave it), else a new one (takeConn).
-func (b *Backend) waitConn(ctx context.Context) (conn *pgxpool.Conn, orig *string, err error) {
+func (b *Backend) waitConn(ctx context.Context) (conn *pgxpool.Conn, orig *saved, err error) {
 	b.mu.Lock()
 	for _, s := range b.sessions {
 		if b.takeEmpty(s) {
@@ -789,10 +797,13 @@ func (b *Backend) open(ctx context.Context) (*session, error) {
 	}
 	ctx, stop := refresh(ctx, budget)
 	defer stop()
-	var prev string
-	if err := conn.QueryRow(ctx, sqlSetting).Scan(&prev); err != nil {
+	var (
+		prev saved
+		set  *string
+	)
+	if err := conn.QueryRow(ctx, sqlSetting).Scan(&prev.idle, &prev.stmt, &set); err != nil {
 		b.discard(conn)
-		return nil, fmt.Errorf("lockkit/pg: acquire: read the session's idle limit: %w", err)
+		return nil, fmt.Errorf("lockkit/pg: acquire: read and set the session's timeouts: %w", err)
 	}
 	s := b.newSession(conn, prev, 0)
 	s.op <- struct{}{}
@@ -806,7 +817,7 @@ func (b *Backend) open(ctx context.Context) (*session, error) {
 	return s, nil
 }
 
-func (b *Backend) newSession(conn *pgxpool.Conn, prev string, limit time.Duration) *session {
+func (b *Backend) newSession(conn *pgxpool.Conn, prev saved, limit time.Duration) *session {
 	return &session{conn: conn, prev: prev, limit: limit, op: make(chan struct{}, 1),
 		gone: make(chan struct{}), leases: make(map[int64]*lease)}
 }
@@ -908,12 +919,27 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 	}
 	var (
 		ok   bool
-		prev string
+		prev saved
 		us   int64
 		set  *string
 	)
+	scan := func(r pgx.Row) error { return r.Scan(&ok, &prev.idle, &fence, &us, &set) }
 	sent := time.Now()
-	err = conn.QueryRow(ctx, query, args...).Scan(&ok, &prev, &fence, &us, &set)
+	if orig != nil {
+		// A session of the backend's: its statement_timeout is 0.
+		err = scan(conn.QueryRow(ctx, query, args...))
+	} else {
+		// A connection new to the backend: statement_timeout goes to 0
+		// first, in the same round trip, so the wait (a statement of its
+		// own, whose timer starts as it arrives) runs without it. Both run
+		// in one implicit transaction: a wait that fails takes the setting
+		// back with it.
+		var batch pgx.Batch
+		var stmtSet *string
+		batch.Queue(sqlNoStmtTimeout).QueryRow(func(r pgx.Row) error { return r.Scan(&prev.stmt, &stmtSet) })
+		batch.Queue(query, args...).QueryRow(scan)
+		err = conn.SendBatch(ctx, &batch).Close()
+	}
 	returned := time.Now()
 	switch {
 	case err == nil && ok:
@@ -933,7 +959,12 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		held = true
 		return fence, sent.Sub(called) + time.Duration(us)*time.Microsecond, nil
 	case err == nil:
-		giveBack()
+		if orig == nil {
+			// The batch committed statement_timeout 0.
+			b.restore(conn, prev)
+		} else {
+			giveBack()
+		}
 		return 0, 0, driver.ErrContended
 	case sqlState(err) == "55P03":
 		// lock_timeout ran out in the queue: the statement was aborted

@@ -131,9 +131,15 @@ var (
 		coalesce((SELECT fence FROM lockkit_fences WHERE key = $3),
 			(SELECT fence FROM lockkit_fences WHERE key = $4), 0)`
 
-	// A session's idle limit when the backend took it, restored when it
-	// gives the session back.
-	sqlSetting = `SELECT current_setting('idle_session_timeout')`
+	// A session's idle limit and statement_timeout when the backend took
+	// it, restored when it gives the session back (sqlRetire); its
+	// statement_timeout is 0 from here on (saved).
+	sqlSetting = `SELECT current_setting('idle_session_timeout'), current_setting('statement_timeout'),
+		set_config('statement_timeout', '0', false)`
+
+	// sqlSetting's statement_timeout part, for a connection whose first
+	// statement reads its idle limit itself (sqlWait).
+	sqlNoStmtTimeout = `SELECT current_setting('statement_timeout'), set_config('statement_timeout', '0', false)`
 
 	// $1 key id, $2 the session's new idle_session_timeout (ms), or '' to
 	// leave it, $3 token, $4 ttl (ms). Setting the idle limit whether or
@@ -228,8 +234,9 @@ var (
 	SELECT pg_advisory_unlock($1), set_config('synchronous_commit', 'off', true) FROM (SELECT count(*) FROM d) n`
 
 	// A session given back to the pool: drop any advisory lock it might
-	// hold, and restore its idle limit ($1).
-	sqlRetire = `SELECT pg_advisory_unlock_all()::text, set_config('idle_session_timeout', $1, false)`
+	// hold, and restore its idle limit ($1) and statement_timeout ($2).
+	sqlRetire = `SELECT pg_advisory_unlock_all()::text, set_config('idle_session_timeout', $1, false),
+		set_config('statement_timeout', $2, false)`
 
 	// Transaction-scoped: $1 key id, $2 idle_in_transaction_session_timeout
 	// (ms), set locally (until the transaction ends).
