@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -89,6 +90,42 @@ func TestStatementTimeoutOnPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A FIFO wait that runs out (max_wait) on a connection new to lockkit
+	// (c has no session yet): ErrNotAcquired at max_wait, not the
+	// statement timeout's cancel at 200ms and a retry; its connection goes
+	// back with the application's setting (GivenBackAsItCame).
+	t.Run("FIFOWaitRunsOut", func(t *testing.T) {
+		h, err := lockOf(holder, "fifo", fifoPolicy(10*time.Second, 10*time.Second), "out").TryAcquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := h.Release(ctx); err != nil {
+				t.Errorf("holder release: %v", err)
+			}
+		}()
+		const maxWait = 1500 * time.Millisecond
+		left := make(chan int, 1)
+		go func() {
+			waitQueued(t, admin, h.Key(), 1)
+			for end := time.Now().Add(maxWait * 2 / 3); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+				if n := queued(t, admin, h.Key()); n != 1 {
+					left <- n
+					return
+				}
+			}
+			left <- 1
+		}()
+		start := time.Now()
+		_, err = lockOf(c, "fifo", fifoPolicy(10*time.Second, maxWait), "out").Acquire(ctx)
+		took := time.Since(start)
+		if !errors.Is(err, lockkit.ErrNotAcquired) || took < maxWait*95/100 {
+			t.Fatalf("FIFO wait with max_wait %v on a held key: %v after %v; want ErrNotAcquired at max_wait", maxWait, err, took)
+		}
+		if n := <-left; n != 1 {
+			t.Errorf("%d requests waited for the key during c's wait; want c's one, in the queue until max_wait", n)
+		}
+	})
 	// A FIFO wait on a connection new to lockkit.
 	t.Run("FIFOWaitNewConnection", func(t *testing.T) { fifoAfterHold(t, "new") })
 	// A FIFO wait on a session lockkit already has open and empty: a
