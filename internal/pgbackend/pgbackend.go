@@ -229,6 +229,7 @@ type lease struct {
 	ttl        time.Duration // the last ttl asked for
 	validUntil time.Time     // the latest the Client can count the lease valid: last grant or check sent + its ttl
 	dead       bool          // lost, released or closed
+	releasing  bool          // released on the Client; its unlock waits for the session (unlockLater)
 	leave      func()        // a queued acquire's: lets the next local waiter through its gate; nil otherwise
 }
 
@@ -1175,6 +1176,9 @@ func (b *Backend) check(s *session, r *round) {
 	tokens := make([]string, 0, len(s.leases))
 	ttls := make([]int64, 0, len(s.leases))
 	for id, l := range s.leases {
+		if l.releasing {
+			continue // its unlock follows this check
+		}
 		ids, tokens, ttls = append(ids, id), append(tokens, l.token), append(ttls, ttlMs(l.ttl))
 	}
 	b.mu.Unlock()
@@ -1195,6 +1199,9 @@ func (b *Backend) check(s *session, r *round) {
 			held[id] = true
 		}
 		for id, l := range s.leases {
+			if l.releasing {
+				continue
+			}
 			if !held[id] {
 				b.detach(l)
 				continue
@@ -1218,8 +1225,10 @@ func (b *Backend) check(s *session, r *round) {
 
 // Release unlocks key on its lease's session. The lease is released on the
 // backend when the unlock ends, or at once when it is gone; when the
-// unlock's outcome is unknown, the session takes no new lock and is closed
-// (freeing the lock) when its last lease is gone.
+// session is busy with another statement until ctx ends, the unlock is sent
+// once that statement ends (unlockLater); when the unlock's outcome is
+// unknown, the session takes no new lock and is closed (freeing the lock)
+// when its last lease is gone.
 //
 // A token the backend holds no lease for (lost, released already, or
 // granted to nobody: an acquire whose caller gave up, run by the server
@@ -1273,12 +1282,18 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		return false, b.dropRecord(ctx, key, token)
 	}
 	if werr != nil {
-		// Released on the Client now: the session is left to its other
-		// leases, and closed (freeing this lock) when they are gone.
-		s.retiring = true
-		b.detach(l)
+		// Released on the Client now; the unlock is sent once the
+		// session's statement in flight ends (unlockLater). Until then
+		// the lock id stays on s (no lock of it is taken here again) and
+		// out of s's checks.
+		l.releasing, l.validUntil = true, time.Time{}
+		if lid := (leaseID{l.key, l.token}); b.leases[lid] == l {
+			delete(b.leases, lid)
+		}
+		s.waiting++
 		b.mu.Unlock()
-		return false, fmt.Errorf("lockkit/pg: release: the session was busy until ctx ended; it is closed, freeing the lock, once its other locks are released: %w", werr)
+		go b.unlockLater(s, l)
+		return false, fmt.Errorf("lockkit/pg: release: the session was busy until ctx ended; the unlock is sent when its statement ends: %w", werr)
 	}
 	qctx, cancel, inline := s.stmtCtx(ctx, l)
 	b.mu.Unlock()
@@ -1319,6 +1334,42 @@ func (b *Backend) Release(ctx context.Context, key, token string) (bool, error) 
 		return false, fmt.Errorf("lockkit/pg: release: %w (the session is closed, which frees the lock, once its other locks are released)", st.err)
 	}
 	return held, nil
+}
+
+// unlockLater is the unlock of a lease whose release gave up waiting for
+// its session (Release): it waits for the session's statement in flight,
+// then unlocks the lease's lock and deletes its record, owner-checked, as
+// Release would have. s.waiting counts it until then.
+func (b *Backend) unlockLater(s *session, l *lease) {
+	took := false
+	select {
+	case s.op <- struct{}{}:
+		took = true
+	case <-s.gone:
+	}
+	b.mu.Lock()
+	s.waiting--
+	if !took || s.dead {
+		b.detach(l)
+		b.mu.Unlock()
+		if took {
+			b.endOp(s)
+		}
+		return
+	}
+	uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
+	qctx, qcancel, _ := s.stmtCtx(uctx, nil)
+	b.mu.Unlock()
+	err := s.conn.QueryRow(qctx, sqlUnlock, l.id, l.token).Scan(nil, nil)
+	qcancel()
+	ucancel()
+	b.mu.Lock()
+	b.detach(l)
+	if err != nil {
+		b.taint(s, err)
+	}
+	b.mu.Unlock()
+	b.endOp(s)
 }
 
 // abandonLocked notes that the acquire of lid ran on the server process pid
