@@ -33,6 +33,36 @@ func waitLockWait(t *testing.T, admin *pgxpool.Pool, pid int) {
 	}
 }
 
+// sharedSession is the backend pid whose session carries both leases; the
+// test stops when they are on different sessions (its premise).
+func sharedSession(t *testing.T, admin *pgxpool.Pool, a, b *lockkit.Lease) int {
+	t.Helper()
+	pa, pb := holderPID(t, admin, a.Key()), holderPID(t, admin, b.Key())
+	if pa == 0 || pa != pb {
+		t.Fatalf("the two leases are on sessions %d and %d; want one shared session (the test's premise)", pa, pb)
+	}
+	return pa
+}
+
+// lockRecords locks every lease record in a transaction of admin's, which
+// holds up any lockkit statement that writes one (a renewal, a release)
+// until commit is called.
+func lockRecords(t *testing.T, ctx context.Context, admin *pgxpool.Pool) (commit func()) {
+	t.Helper()
+	tx, err := admin.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM lockkit_leases FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestReleaseOnABusySession: a release whose shared session is busy with
 // another statement until the release's ctx ends (here a renewal held up
 // behind a row lock) must still free its key once that statement ends, while
@@ -56,20 +86,11 @@ func TestReleaseOnABusySession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := holderPID(t, admin, a.Key())
-	if pb := holderPID(t, admin, b.Key()); pid == 0 || pid != pb {
-		t.Fatalf("the two leases are on sessions %d and %d; want one shared session (the test's premise)", pid, pb)
-	}
+	pid := sharedSession(t, admin, a, b)
 
 	// Hold the session's next statement up: b's renewal waits on the
 	// leases' rows, which another transaction keeps locked.
-	tx, err := admin.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM lockkit_leases FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	commit := lockRecords(t, ctx, admin)
 	extended := make(chan error, 1)
 	go func() { extended <- b.Extend(ctx) }()
 	waitLockWait(t, admin, pid)
@@ -78,9 +99,7 @@ func TestReleaseOnABusySession(t *testing.T) {
 	err = a.Release(rctx)
 	cancel()
 	t.Logf("release while the session is busy: %v", err)
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	commit()
 	freed := time.Now()
 	// The manual extend may have given up at the command timeout; the
 	// check it joined goes on, and b stays valid (asserted below).

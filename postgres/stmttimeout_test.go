@@ -154,21 +154,11 @@ func TestStatementTimeoutOnPool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pa, pb := holderPID(t, admin, a.Key()), holderPID(t, admin, b.Key()); pa == 0 || pa != pb {
-			t.Fatalf("the two leases are on sessions %d and %d; want one shared session (the test's premise)", pa, pb)
-		}
-		tx, err := admin.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM lockkit_leases FOR UPDATE"); err != nil {
-			t.Fatal(err)
-		}
+		sharedSession(t, admin, a, b)
+		commit := lockRecords(t, ctx, admin)
 		// The renewals (every TTL/3 = 1s) wait on the rows from 1s to 2.2s.
 		time.Sleep(2200 * time.Millisecond)
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		commit()
 		time.Sleep(1500 * time.Millisecond) // past the next renewal
 		for _, l := range []*lockkit.Lease{a, b} {
 			if !l.Valid() {
