@@ -154,11 +154,17 @@ func TestStatementTimeoutOnPool(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sharedSession(t, admin, a, b)
+		pid := sharedSession(t, admin, a, b)
 		commit := lockRecords(t, ctx, admin)
-		// The renewals (every TTL/3 = 1s) wait on the rows from 1s to 2.2s.
-		time.Sleep(2200 * time.Millisecond)
+		// The session's check (a's extend, which b's renewal may join)
+		// waits on the rows for 1.2s once it is seen waiting.
+		extended := make(chan error, 1)
+		go func() { extended <- a.Extend(ctx) }()
+		waitLockWait(t, admin, pid)
+		time.Sleep(1200 * time.Millisecond)
 		commit()
+		// An extend may give up at the command timeout; the check goes on.
+		t.Logf("a's extend, held up: %v", <-extended)
 		time.Sleep(1500 * time.Millisecond) // past the next renewal
 		for _, l := range []*lockkit.Lease{a, b} {
 			if !l.Valid() {

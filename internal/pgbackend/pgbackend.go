@@ -376,11 +376,7 @@ func (b *Backend) Acquire(ctx context.Context, req *driver.Request) (int64, erro
 			// No lease of this backend holds id on s, so this frees
 			// nothing else.
 			b.mu.Unlock()
-			uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
-			qctx, qcancel, _ := s.stmtCtx(uctx, nil)
-			_, uerr := s.conn.Exec(qctx, sqlUnlock, id, req.Token)
-			qcancel()
-			ucancel()
+			uerr := b.unlockOn(s, id, req.Token)
 			b.mu.Lock()
 			if uerr != nil {
 				b.taint(s, uerr)
@@ -637,8 +633,7 @@ func (b *Backend) takeEmpty(s *session) bool {
 func (b *Backend) restore(conn *pgxpool.Conn, prev saved) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	var all, idle, stmt *string
-	if err := conn.QueryRow(ctx, sqlRetire, prev.idle, prev.stmt).Scan(&all, &idle, &stmt); err != nil {
+	if _, err := conn.Exec(ctx, sqlRetire, prev.idle, prev.stmt); err != nil {
 		b.discard(conn)
 		return
 	}
@@ -798,11 +793,8 @@ func (b *Backend) open(ctx context.Context) (*session, error) {
 	}
 	ctx, stop := refresh(ctx, budget)
 	defer stop()
-	var (
-		prev saved
-		set  *string
-	)
-	if err := conn.QueryRow(ctx, sqlSetting).Scan(&prev.idle, &prev.stmt, &set); err != nil {
+	var prev saved
+	if err := conn.QueryRow(ctx, sqlSetting).Scan(&prev.idle, &prev.stmt, nil); err != nil {
 		b.discard(conn)
 		return nil, fmt.Errorf("lockkit/pg: acquire: read and set the session's timeouts: %w", err)
 	}
@@ -936,8 +928,7 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		// in one implicit transaction: a wait that fails takes the setting
 		// back with it.
 		var batch pgx.Batch
-		var stmtSet *string
-		batch.Queue(sqlNoStmtTimeout).QueryRow(func(r pgx.Row) error { return r.Scan(&prev.stmt, &stmtSet) })
+		batch.Queue(sqlNoStmtTimeout).QueryRow(func(r pgx.Row) error { return r.Scan(&prev.stmt, nil) })
 		batch.Queue(query, args...).QueryRow(scan)
 		err = conn.SendBatch(ctx, &batch).Close()
 	}
@@ -1357,12 +1348,8 @@ func (b *Backend) unlockLater(s *session, l *lease) {
 		}
 		return
 	}
-	uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
-	qctx, qcancel, _ := s.stmtCtx(uctx, nil)
 	b.mu.Unlock()
-	err := s.conn.QueryRow(qctx, sqlUnlock, l.id, l.token).Scan(nil, nil)
-	qcancel()
-	ucancel()
+	err := b.unlockOn(s, l.id, l.token)
 	b.mu.Lock()
 	b.detach(l)
 	if err != nil {
@@ -1370,6 +1357,20 @@ func (b *Backend) unlockLater(s *session, l *lease) {
 	}
 	b.mu.Unlock()
 	b.endOp(s)
+}
+
+// unlockOn sends id's owner-checked unlock (sqlUnlock) for token on s, whose
+// op the caller holds, within a second, or until the latest deadline of
+// s's leases when one is still valid (stmtCtx). b.mu is not held.
+func (b *Backend) unlockOn(s *session, id int64, token string) error {
+	uctx, ucancel := context.WithTimeout(context.Background(), time.Second)
+	defer ucancel()
+	b.mu.Lock()
+	qctx, qcancel, _ := s.stmtCtx(uctx, nil)
+	b.mu.Unlock()
+	defer qcancel()
+	_, err := s.conn.Exec(qctx, sqlUnlock, id, token)
+	return err
 }
 
 // abandonLocked notes that the acquire of lid ran on the server process pid

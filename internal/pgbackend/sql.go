@@ -134,12 +134,11 @@ var (
 	// A session's idle limit and statement_timeout when the backend took
 	// it, restored when it gives the session back (sqlRetire); its
 	// statement_timeout is 0 from here on (saved).
-	sqlSetting = `SELECT current_setting('idle_session_timeout'), current_setting('statement_timeout'),
-		set_config('statement_timeout', '0', false)`
+	sqlSetting = `SELECT current_setting('idle_session_timeout'), ` + stmtTimeoutOff
 
 	// sqlSetting's statement_timeout part, for a connection whose first
 	// statement reads its idle limit itself (sqlWait).
-	sqlNoStmtTimeout = `SELECT current_setting('statement_timeout'), set_config('statement_timeout', '0', false)`
+	sqlNoStmtTimeout = `SELECT ` + stmtTimeoutOff
 
 	// $1 key id, $2 the session's new idle_session_timeout (ms), or '' to
 	// leave it, $3 token, $4 ttl (ms). Setting the idle limit whether or
@@ -365,6 +364,10 @@ func lockDelay(wait string) string {
 		FROM e WHERE e.expires > clock_timestamp()
 	)`
 }
+
+// stmtTimeoutOff reads a session's statement_timeout and sets it to 0 for
+// the session (sqlSetting, sqlNoStmtTimeout).
+const stmtTimeoutOff = `current_setting('statement_timeout'), set_config('statement_timeout', '0', false)`
 
 var (
 	leaseGrantWait      = leaseGrant("$4", "$5", "l, (SELECT count(*) FROM d) dn")
