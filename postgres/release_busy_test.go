@@ -33,21 +33,33 @@ func waitLockWait(t *testing.T, admin *pgxpool.Pool, pid int) {
 	}
 }
 
-// sharedSession is the backend pid whose session carries both leases; the
-// test stops when they are on different sessions (its premise).
-func sharedSession(t *testing.T, admin *pgxpool.Pool, a, b *lockkit.Lease) int {
+// twoOnOneSession acquires lock ids a and b of domain on c, and the backend
+// pid of the one session that carries both; the test stops when they are on
+// different sessions (its premise: c has WithMaxHeld(1) or one lease each).
+func twoOnOneSession(t *testing.T, ctx context.Context, c *lockkit.Client, admin *pgxpool.Pool, domain string, p lockkit.Policy) (a, b *lockkit.Lease, pid int) {
 	t.Helper()
+	a, err := lockOf(c, domain, p, "a").TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = lockOf(c, domain, p, "b").TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pa, pb := holderPID(t, admin, a.Key()), holderPID(t, admin, b.Key())
 	if pa == 0 || pa != pb {
 		t.Fatalf("the two leases are on sessions %d and %d; want one shared session (the test's premise)", pa, pb)
 	}
-	return pa
+	return a, b, pa
 }
 
-// lockRecords locks every lease record in a transaction of admin's, which
-// holds up any lockkit statement that writes one (a renewal, a release)
-// until commit is called.
-func lockRecords(t *testing.T, ctx context.Context, admin *pgxpool.Pool) (commit func()) {
+// holdCheck holds up the next statement of l's session (pid): another
+// transaction of admin's locks every lease record, and l's extend joins a
+// check of the session, which waits on them; holdCheck returns once that
+// check is seen waiting. letGo commits the transaction and returns the
+// extend's outcome (an extend may give up at the command timeout; the check
+// goes on).
+func holdCheck(t *testing.T, ctx context.Context, admin *pgxpool.Pool, l *lockkit.Lease, pid int) (letGo func() error) {
 	t.Helper()
 	tx, err := admin.Begin(ctx)
 	if err != nil {
@@ -56,10 +68,14 @@ func lockRecords(t *testing.T, ctx context.Context, admin *pgxpool.Pool) (commit
 	if _, err := tx.Exec(ctx, "SELECT 1 FROM lockkit_leases FOR UPDATE"); err != nil {
 		t.Fatal(err)
 	}
-	return func() {
+	extended := make(chan error, 1)
+	go func() { extended <- l.Extend(ctx) }()
+	waitLockWait(t, admin, pid)
+	return func() error {
 		if err := tx.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
+		return <-extended
 	}
 }
 
@@ -78,32 +94,17 @@ func TestReleaseOnABusySession(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	p := lockkit.Policy{TTL: 10 * time.Second}
 
-	a, err := lockOf(c, "busy", p, "a").TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := lockOf(c, "busy", p, "b").TryAcquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := sharedSession(t, admin, a, b)
-
+	a, b, pid := twoOnOneSession(t, ctx, c, admin, "busy", p)
 	// Hold the session's next statement up: b's renewal waits on the
 	// leases' rows, which another transaction keeps locked.
-	commit := lockRecords(t, ctx, admin)
-	extended := make(chan error, 1)
-	go func() { extended <- b.Extend(ctx) }()
-	waitLockWait(t, admin, pid)
+	letGo := holdCheck(t, ctx, admin, b, pid)
 
 	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = a.Release(rctx)
+	err := a.Release(rctx)
 	cancel()
 	t.Logf("release while the session is busy: %v", err)
-	commit()
+	t.Logf("b's extend, held up: %v", letGo()) // b stays valid: asserted below
 	freed := time.Now()
-	// The manual extend may have given up at the command timeout; the
-	// check it joined goes on, and b stays valid (asserted below).
-	t.Logf("b's extend, held up: %v", <-extended)
 
 	theirs := lockOf(other, "busy", p, "a")
 	var got *lockkit.Lease

@@ -146,25 +146,12 @@ func TestStatementTimeoutOnPool(t *testing.T) {
 	// the lease stays valid; so does another lease on the same session.
 	t.Run("RenewalHeldUp", func(t *testing.T) {
 		p := lockkit.Policy{TTL: 3 * time.Second}
-		a, err := lockOf(c, "renew", p, "a").TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := lockOf(c, "renew", p, "b").TryAcquire(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid := sharedSession(t, admin, a, b)
-		commit := lockRecords(t, ctx, admin)
+		a, b, pid := twoOnOneSession(t, ctx, c, admin, "renew", p)
 		// The session's check (a's extend, which b's renewal may join)
 		// waits on the rows for 1.2s once it is seen waiting.
-		extended := make(chan error, 1)
-		go func() { extended <- a.Extend(ctx) }()
-		waitLockWait(t, admin, pid)
+		letGo := holdCheck(t, ctx, admin, a, pid)
 		time.Sleep(1200 * time.Millisecond)
-		commit()
-		// An extend may give up at the command timeout; the check goes on.
-		t.Logf("a's extend, held up: %v", <-extended)
+		t.Logf("a's extend, held up: %v", letGo())
 		time.Sleep(1500 * time.Millisecond) // past the next renewal
 		for _, l := range []*lockkit.Lease{a, b} {
 			if !l.Valid() {
