@@ -288,8 +288,17 @@ func KeyPerSlot() []string {
 	return keys
 }
 
+// clusterNodeTimeout is the cluster-node-timeout (ms) of StartCluster's nodes: how long
+// a node may go unanswered before its peers flag it PFAIL, and a majority of masters
+// then FAIL, which takes the whole cluster to cluster_state:fail (CLUSTERDOWN) until
+// a replica takes over. No test relies on the cluster's own failure detection (a
+// killed node is restarted at once, a paused one resumed), so this is Redis's
+// default: 2000 let a node starved of CPU on a loaded CI machine be failed, and the
+// cluster go down, in the middle of a test (TestClusterReshardReplicas, stop 57).
+const clusterNodeTimeout = "15000"
+
 // StartCluster starts masters (at least 3) redis-server nodes with --cluster-enabled yes,
-// a nodes.conf in each node's temp dir and cluster-node-timeout 2000, joins them with
+// a nodes.conf in each node's temp dir and cluster-node-timeout clusterNodeTimeout, joins them with
 // `redis-cli --cluster create ... --cluster-replicas 0 --cluster-yes`, and returns once
 // every node reports cluster_state:ok and knows all the others. Each node's port+10000
 // (its cluster bus port) was free too. opts apply to every node.
@@ -301,12 +310,18 @@ func StartCluster(t testing.TB, masters int, opts ...RedisOption) *Cluster {
 	cli := requireRedisBin(t, "redis-cli")
 	nodeOpts := append([]RedisOption{
 		func(c *redisConfig) { c.bus = true },
-		WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"),
+		WithArgs("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", clusterNodeTimeout),
 	}, opts...)
 	c := &Cluster{opts: nodeOpts}
 	for range masters {
 		c.nodes = append(c.nodes, StartRedis(t, nodeOpts...))
 	}
+	// Registered after the nodes' own cleanups, so it runs before they stop.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("testserver: cluster nodes' state changes:\n%s", c.stateChanges())
+		}
+	})
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -340,6 +355,36 @@ func (c *Cluster) WaitOK(t testing.TB) {
 			return nil
 		})
 	}
+}
+
+// stateChanges are the lines of every node's log (masters and replicas) on
+// cluster state, failure detection and failover, the last 20 of each: what a
+// failed test needs to tell a CLUSTERDOWN of its own making from one the
+// cluster decided.
+func (c *Cluster) stateChanges() string {
+	var b strings.Builder
+	for _, n := range append(slices.Clone(c.nodes), c.replicas...) {
+		fmt.Fprintf(&b, "--- %s (%s)\n", n.Addr(), n.logPath)
+		data, err := os.ReadFile(n.logPath)
+		if err != nil {
+			fmt.Fprintf(&b, "(no log: %v)\n", err)
+			continue
+		}
+		var lines []string
+		for line := range strings.Lines(string(data)) {
+			if strings.Contains(line, "Cluster state changed") || strings.Contains(line, "FAIL") ||
+				strings.Contains(line, "ailover") || strings.Contains(line, "configEpoch") {
+				lines = append(lines, line)
+			}
+		}
+		if len(lines) == 0 {
+			b.WriteString("(none)\n")
+		}
+		for _, line := range lines[max(0, len(lines)-20):] {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
 }
 
 // AddReplicas adds one replica to each master (`redis-cli --cluster add-node
