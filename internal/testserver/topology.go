@@ -316,7 +316,8 @@ func StartCluster(t testing.TB, masters int, opts ...RedisOption) *Cluster {
 	for range masters {
 		c.nodes = append(c.nodes, StartRedis(t, nodeOpts...))
 	}
-	// Registered after the nodes' own cleanups, so it runs before they stop.
+	// The logs stay in the test's temp dir, removed only after every cleanup
+	// registered after it, this one included (replicas added later are read too).
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("testserver: cluster nodes' state changes:\n%s", c.stateChanges())
