@@ -216,9 +216,10 @@ type saved struct{ idle, stmt string }
 // round is one check of a session's locks, shared by the Extends that
 // joined it before it was sent.
 type round struct {
-	done chan struct{}
-	ttl  time.Duration // the longest ttl asked for: the idle limit must cover it
-	err  error         // cannot tell (the session and its leases are kept)
+	done  chan struct{}
+	ttl   time.Duration // the longest ttl asked for: the idle limit must cover it
+	asked []*lease      // the leases whose Extend joined: only their records move
+	err   error         // cannot tell (the session and its leases are kept)
 }
 
 // lease is one held lock: the session that carries it, and its bounds.
@@ -1116,6 +1117,7 @@ func (b *Backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 		go b.check(s, r)
 	}
 	r.ttl = max(r.ttl, ttl)
+	r.asked = append(r.asked, l)
 	b.mu.Unlock()
 	select {
 	case <-r.done:
@@ -1132,9 +1134,15 @@ func (b *Backend) Extend(ctx context.Context, key, token string, ttl time.Durati
 }
 
 // check runs round r on s: one statement that lists the advisory locks the
-// session holds (raising its idle limit when a member asked for more). Every
-// lease on s whose lock is listed is renewed from the statement's send;
-// every one whose lock is not is lost.
+// session holds (raising its idle limit when a member asked for more), and
+// moves forward the records of the leases that asked (r.asked). Every lease
+// that asked, whose lock is listed and whose record was still its own, is
+// renewed from the statement's send; every lease on s whose lock is not
+// listed (or, having asked, whose record was not its own) is lost. A lease
+// that did not ask keeps its bounds: its record was not moved, and its own
+// Extend will ask (on a session carrying thousands of leases, moving every
+// record at every round cost a row write per lease per round, and rounds
+// come back to back: the renewals fell behind on a loaded machine).
 func (b *Backend) check(s *session, r *round) {
 	defer close(r.done)
 	select {
@@ -1163,21 +1171,25 @@ func (b *Backend) check(s *session, r *round) {
 		// connection is safe, and the check is bounded by a ttl.
 		qctx, cancel = context.WithTimeout(context.Background(), r.ttl)
 	}
-	ids := make([]int64, 0, len(s.leases))
-	tokens := make([]string, 0, len(s.leases))
-	ttls := make([]int64, 0, len(s.leases))
-	for id, l := range s.leases {
-		if l.releasing {
-			continue // its unlock follows this check
+	// The leases that asked and are still on s, each once: only their
+	// records move.
+	asked := make(map[int64]*lease, len(r.asked))
+	ids := make([]int64, 0, len(r.asked))
+	tokens := make([]string, 0, len(r.asked))
+	ttls := make([]int64, 0, len(r.asked))
+	for _, l := range r.asked {
+		if l.dead || l.releasing || s.leases[l.id] != l || asked[l.id] != nil {
+			continue // lost, released, or its unlock follows this check
 		}
-		ids, tokens, ttls = append(ids, id), append(tokens, l.token), append(ttls, ttlMs(l.ttl))
+		asked[l.id] = l
+		ids, tokens, ttls = append(ids, l.id), append(tokens, l.token), append(ttls, ttlMs(l.ttl))
 	}
 	b.mu.Unlock()
 	var (
-		renewed []int64
-		set     *string
+		renewed, locked []int64
+		set             *string
 	)
-	err := s.conn.QueryRow(qctx, sqlCheck, limit, ids, tokens, ttls).Scan(&renewed, &set)
+	err := s.conn.QueryRow(qctx, sqlCheck, limit, ids, tokens, ttls).Scan(&renewed, &locked, &set)
 	cancel()
 	b.mu.Lock()
 	switch {
@@ -1185,23 +1197,33 @@ func (b *Backend) check(s *session, r *round) {
 		if limit != "" {
 			s.limit = r.ttl
 		}
-		held := make(map[int64]bool, len(renewed))
-		for _, id := range renewed {
+		held := make(map[int64]bool, len(locked))
+		for _, id := range locked {
 			held[id] = true
+		}
+		moved := make(map[int64]bool, len(renewed))
+		for _, id := range renewed {
+			moved[id] = true
 		}
 		for id, l := range s.leases {
 			if l.releasing {
 				continue
 			}
-			if !held[id] {
-				b.detach(l)
+			if a := asked[id]; a == l {
+				if !moved[id] {
+					b.detach(l) // its lock, or its record, is gone
+					continue
+				}
+				if v := sent.Add(l.ttl); v.After(l.validUntil) {
+					l.validUntil = v
+				}
+				if l.validUntil.After(s.keepUntil) {
+					s.keepUntil = l.validUntil
+				}
 				continue
 			}
-			if v := sent.Add(l.ttl); v.After(l.validUntil) {
-				l.validUntil = v
-			}
-			if l.validUntil.After(s.keepUntil) {
-				s.keepUntil = l.validUntil
+			if !held[id] {
+				b.detach(l)
 			}
 		}
 	case sessionGone(err) || s.conn.Conn().IsClosed():

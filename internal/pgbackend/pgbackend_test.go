@@ -130,6 +130,73 @@ func TestBackend(t *testing.T) {
 		}
 	})
 
+	// A renewal moves the record of the lease that asked, not the record of
+	// every lease on its session: on a session carrying thousands of
+	// leases, whose renewals come one after another, that was a row write
+	// per lease per check, and the renewals fell behind on a loaded machine
+	// (TestManyLocksPerSession in postgres lost a lease at its deadline).
+	// A lease that did not ask still learns at the check that its lock is
+	// held: it stays held, and its own Extend moves its record.
+	t.Run("ExtendMovesOnlyItsRecord", func(t *testing.T) {
+		pool := testserver.PgxPool(t, dsn, 2)
+		admin := testserver.PgxPool(t, dsn, 1)
+		b := newBackend(t, pool, pgbackend.Options{MaxHeld: 1}) // one session carries all three
+		ctx := ctxT(t, 20*time.Second)
+		rs := []*driver.Request{req("lock:only-a", 5*time.Second, false), req("lock:only-b", 5*time.Second, false), req("lock:only-c", 5*time.Second, false)}
+		for _, r := range rs {
+			mustAcquire(t, b, r)
+		}
+		if b.Sessions() != 1 {
+			t.Fatalf("%d sessions, want the three leases on one", b.Sessions())
+		}
+		expires := func() []time.Time {
+			t.Helper()
+			out := make([]time.Time, len(rs))
+			for i, r := range rs {
+				if err := admin.QueryRow(ctx, "SELECT expires FROM lockkit_leases WHERE id = $1 AND token = $2",
+					pgbackend.KeyID(r.Key), r.Token).Scan(&out[i]); err != nil {
+					t.Fatalf("record of %s: %v", r.Key, err)
+				}
+			}
+			return out
+		}
+		before := expires()
+		time.Sleep(50 * time.Millisecond)
+		if held, err := b.Extend(ctx, rs[0].Key, rs[0].Token, rs[0].TTL); !held || err != nil {
+			t.Fatalf("Extend of %s = %v, %v", rs[0].Key, held, err)
+		}
+		after := expires()
+		if !after[0].After(before[0]) {
+			t.Errorf("the extended lease's record expires %v, not after %v", after[0], before[0])
+		}
+		for i := 1; i < len(rs); i++ {
+			if !after[i].Equal(before[i]) {
+				t.Errorf("%s did not ask, but its record moved from %v to %v", rs[i].Key, before[i], after[i])
+			}
+		}
+		// The leases that did not ask are still held, and their own
+		// extends move their records.
+		for _, r := range rs[1:] {
+			if held, err := b.Extend(ctx, r.Key, r.Token, r.TTL); !held || err != nil {
+				t.Fatalf("Extend of %s after the check of another = %v, %v", r.Key, held, err)
+			}
+		}
+		final := expires()
+		for i := 1; i < len(rs); i++ {
+			if !final[i].After(before[i]) {
+				t.Errorf("%s's own Extend left its record at %v", rs[i].Key, final[i])
+			}
+		}
+		if b.Held() != len(rs) {
+			t.Fatalf("Held() = %d, want %d", b.Held(), len(rs))
+		}
+		for _, r := range rs {
+			if held, err := b.Release(ctx, r.Key, r.Token); !held || err != nil {
+				t.Fatalf("Release of %s = %v, %v", r.Key, held, err)
+			}
+		}
+	})
+
 	t.Run("ReleasedSessionIsClean", func(t *testing.T) {
 		// One connection: the one that held the lock is the one the
 		// application gets next.

@@ -205,12 +205,14 @@ var (
 	// starts.
 	sqlWaited = `coalesce(floor(extract(epoch FROM g.at - statement_timestamp()) * 1000000)::bigint, 0)`
 
-	// A session's check (Extend): moves the record of each lease on the
-	// session ($2 ids, $3 tokens, $4 ttls in ms, parallel arrays) forward
+	// A session's check (Extend): moves the record of each lease that
+	// asked ($2 ids, $3 tokens, $4 ttls in ms, parallel arrays) forward
 	// to now + its ttl, if the session still holds its lock (pg_locks,
 	// rather than "the session answers", so a lock gone any other way is
 	// reported too) and the record is still the lease's; it returns the ids
-	// renewed, and raises the session's idle limit when $1 (ms) is not ''.
+	// renewed, then the ids of every advisory lock the session holds (so
+	// the leases that did not ask learn whether theirs is gone), and raises
+	// the session's idle limit when $1 (ms) is not ''.
 	sqlCheck = `WITH h AS MATERIALIZED (
 		SELECT (classid::int8 << 32) | objid::int8 AS id FROM pg_locks
 		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted AND objsubid = 1
@@ -220,6 +222,7 @@ var (
 		WHERE t.id = a.id AND t.token = a.token AND a.id IN (SELECT h.id FROM h)
 		RETURNING t.id)
 	SELECT coalesce((SELECT array_agg(x.id) FROM x), '{}'),
+		coalesce((SELECT array_agg(h.id) FROM h), '{}'),
 		CASE WHEN $1::text <> '' THEN set_config('idle_session_timeout', $1, false) END`
 
 	// Release: $1 key id, $2 token. The record goes first (so a new holder
