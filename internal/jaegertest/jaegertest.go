@@ -11,13 +11,6 @@
 // (${LOCKKIT_TOOLS_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/lockkit/bin}/jaeger). When
 // it is missing, Start skips the test, or fails it under CI=true.
 //
-// When the build is still running beside the tests (.ci/run starts it at low
-// priority and goes on with the tests, which mostly wait on servers), it names
-// a file in $LOCKKIT_JAEGER_BUILD_DONE that the build's wrapper writes when the
-// build ends: its exit status, then the build's log. Start first waits for
-// that file (at most buildWait), and fails the test with the log when the
-// build failed.
-//
 // The binary built from the Go module carries no UI assets: QueryURL serves a
 // placeholder page, while the HTTP API (/api/traces, /api/services) works.
 package jaegertest
@@ -53,11 +46,6 @@ const (
 	stopTimeout  = 10 * time.Second
 	queryTimeout = 20 * time.Second
 	pollInterval = 100 * time.Millisecond
-	// buildWait bounds the wait for a build still running beside the tests
-	// ($LOCKKIT_JAEGER_BUILD_DONE): a cold build at low priority took about
-	// 9 minutes here; go test's -timeout (15m in scripts/test.sh) must leave
-	// room for the test itself.
-	buildWait = 11 * time.Minute
 )
 
 //go:embed config.yaml.tmpl
@@ -97,9 +85,6 @@ func BinaryPath() string {
 // binary is missing it skips the test, or fails it when CI=true.
 func Start(t testing.TB) *Jaeger {
 	t.Helper()
-	if err := waitForBuild(os.Getenv("LOCKKIT_JAEGER_BUILD_DONE"), buildWait); err != nil {
-		t.Fatal(err)
-	}
 	bin := BinaryPath()
 	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
 		msg := fmt.Sprintf("jaeger binary not found at %q; build it with `bash .ci/build-jaeger.sh` "+
@@ -123,38 +108,6 @@ func Start(t testing.TB) *Jaeger {
 	}
 	t.Fatalf("jaegertest: could not start jaeger: %v", lastErr)
 	return nil
-}
-
-// waitForBuild waits until the file done exists (none to wait for when done
-// is ""), at most patience, and reads it: "0" on its first line is a build
-// that succeeded; anything else is the build's exit status followed by its
-// log, returned as the error.
-func waitForBuild(done string, patience time.Duration) error {
-	if done == "" {
-		return nil
-	}
-	deadline := time.Now().Add(patience)
-	for {
-		b, err := os.ReadFile(done)
-		if err == nil {
-			status, log, _ := strings.Cut(string(b), "\n")
-			if strings.TrimSpace(status) == "0" {
-				return nil
-			}
-			if len(log) > 8000 {
-				log = "…" + log[len(log)-8000:]
-			}
-			return fmt.Errorf("the jaeger build beside the tests failed (exit status %s, from %s):\n%s",
-				strings.TrimSpace(status), done, log)
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("reading the jaeger build's status file %s: %w", done, err)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the jaeger build beside the tests had not ended after %v (no %s yet)", patience, done)
-		}
-		time.Sleep(time.Second)
-	}
 }
 
 func start(t testing.TB, bin string, try int) (*Jaeger, error) {
