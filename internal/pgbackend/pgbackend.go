@@ -1209,21 +1209,16 @@ func (b *Backend) check(s *session, r *round) {
 			if l.releasing {
 				continue
 			}
-			if a := asked[id]; a == l {
-				if !moved[id] {
-					b.detach(l) // its lock, or its record, is gone
-					continue
-				}
+			switch {
+			case asked[id] != l && !held[id], asked[id] == l && !moved[id]:
+				b.detach(l) // its lock, or (having asked) its record, is gone
+			case asked[id] == l:
 				if v := sent.Add(l.ttl); v.After(l.validUntil) {
 					l.validUntil = v
 				}
 				if l.validUntil.After(s.keepUntil) {
 					s.keepUntil = l.validUntil
 				}
-				continue
-			}
-			if !held[id] {
-				b.detach(l)
 			}
 		}
 	case sessionGone(err) || s.conn.Conn().IsClosed():
