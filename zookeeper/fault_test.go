@@ -48,7 +48,7 @@ const churnKeys = 8
 // many grants it has had.
 func churnMain() int {
 	servers := strings.Split(os.Getenv(churnEnv), ",")
-	c, err := lockkit.New(zookeeper.New(servers, bounds), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(zookeeper.New(servers, bounds, undeclared), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -105,7 +105,7 @@ func churnMain() int {
 // continued) makes its fenced write and says how it went.
 func holderMain() int {
 	servers := strings.Split(os.Getenv(holderEnv), ",")
-	c, err := lockkit.New(zookeeper.New(servers, bounds), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
+	c, err := lockkit.New(zookeeper.New(servers, bounds, undeclared), lockkit.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -277,7 +277,7 @@ func (w *workload) waitHolds(t *testing.T, t0 time.Time, n int, within time.Dura
 // it within bounded time, and its node is the only one.
 func unblocked(t *testing.T, servers []string, domain, id string, within time.Duration) {
 	t.Helper()
-	c := newClient(t, servers)
+	c := newClient(t, servers, undeclared)
 	p := lockkit.Policy{TTL: 2 * time.Second, Fencing: true, Retry: lockkit.Retry{Attempts: 1 << 20, Initial: 10 * time.Millisecond, Max: 100 * time.Millisecond, MaxWait: within}}
 	lk := lockOf(c, domain, p, id)
 	l, err := lk.Acquire(ctxT(t, within+5*time.Second))
@@ -316,7 +316,7 @@ func TestEnsemble(t *testing.T) {
 	rdb := r.Client(t)
 	const ttl = 2 * time.Second
 	clients := func(t *testing.T) []*lockkit.Client {
-		return []*lockkit.Client{newClient(t, servers), newClient(t, servers)}
+		return []*lockkit.Client{newClient(t, servers, undeclared), newClient(t, servers, undeclared)}
 	}
 
 	// kill -9 the leader under load; log how long until a lock is granted
@@ -327,7 +327,7 @@ func TestEnsemble(t *testing.T) {
 		leader := z.Leader(t, 10*time.Second)
 		killed := time.Now()
 		z.Members[leader].Kill(t)
-		probe := newClient(t, servers)
+		probe := newClient(t, servers, undeclared)
 		for i := 0; ; i++ {
 			l, err := lockOf(probe, "regrant", lockkit.Policy{TTL: ttl}, strconv.Itoa(i)).TryAcquire(ctxT(t, 10*time.Second))
 			if err == nil {
@@ -374,7 +374,7 @@ func TestEnsemble(t *testing.T) {
 		}
 		child.Signal(t, syscall.SIGSTOP)
 		stopped := time.Now()
-		c := newClient(t, servers)
+		c := newClient(t, servers, undeclared)
 		p := lockkit.Policy{TTL: time.Second, Fencing: true, Retry: retry}
 		l, err := lockOf(c, "paused", p, "k").Acquire(ctxT(t, 60*time.Second))
 		if err != nil {
@@ -416,7 +416,7 @@ func TestEnsemble(t *testing.T) {
 			t.Fatalf("child: %q", line)
 		}
 		raw := rawConn(t, servers)
-		keys := newClient(t, servers)
+		keys := newClient(t, servers, undeclared)
 		// granted waits until the child has had more than n grants: each
 		// pause comes while it is taking locks (on a loaded machine a
 		// continued child may need seconds for a new session), so every
@@ -525,7 +525,7 @@ func TestEnsemble(t *testing.T) {
 	// (ErrUnavailable), a holder's lease ends on its own clock, and after
 	// the members return the locks are granted again.
 	t.Run("LoseQuorum", func(t *testing.T) {
-		c := newClient(t, servers)
+		c := newClient(t, servers, undeclared)
 		p := lockkit.Policy{TTL: ttl, Fencing: true, Retry: retry}
 		//lockkit-vet:ignore test: the lease is left to the fault under test or the client's Close
 		held, err := lockOf(c, "quorum", p, "held").Acquire(ctxT(t, 30*time.Second))

@@ -25,7 +25,7 @@ type spy struct {
 func newSpy(t *testing.T, servers []string) *spy {
 	t.Helper()
 	s := &spy{}
-	spec := zookeeper.New(servers, bounds)
+	spec := zookeeper.New(servers, bounds, undeclared)
 	open := spec.Open
 	spec.Open = func(cfg driver.Config) (driver.Backend, error) {
 		be, err := open(cfg)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -182,6 +183,9 @@ func (s *session) wait(ctx context.Context) (int64, error) {
 			if err := s.auth(ctx); err != nil {
 				return 0, err
 			}
+			if err := s.checkEnsemble(ctx); err != nil {
+				return 0, err
+			}
 			return sid, nil
 		}
 		select {
@@ -190,6 +194,46 @@ func (s *session) wait(ctx context.Context) (int64, error) {
 			return 0, driver.Failure(fmt.Errorf("%w (state %v) within the command timeout: %w", errNotConnected, s.conn.State(), context.Cause(ctx)))
 		}
 	}
+}
+
+// checkEnsemble fails a session to a member of an ensemble when its timing
+// is not declared (WithEnsembleTiming): the session timeout would be the
+// TTL, which an ensemble does not keep (see withoutEnsembleTiming). Its servers are read once per backend from
+// /zookeeper/config, which ZooKeeper 3.5+ keeps (empty on a standalone
+// server).
+func (s *session) checkEnsemble(ctx context.Context) error {
+	if s.b.timingChecked.Load() {
+		return nil
+	}
+	data, err := call(ctx, func() ([]byte, error) {
+		data, _, err := s.conn.Get(configPath)
+		return data, err
+	})
+	if errors.Is(err, zk.ErrNoNode) {
+		err, data = nil, nil // before ZooKeeper 3.5: no dynamic config
+	}
+	if err != nil {
+		return classify(fmt.Errorf("zookeeper: read %s: %w", configPath, err))
+	}
+	if n := ensembleServers(data); n > 1 {
+		return fmt.Errorf("zookeeper: %s is a member of an ensemble of %d servers (%s) and its timing is not declared: an ensemble's leader expires a session from what its followers report, so a follower that fails right after answering a renewal can free the lock while the lease is valid; declare zoo.cfg's tickTime and syncLimit with zookeeper.WithEnsembleTiming: %w", s.conn.Server(), n, configPath, driver.ErrFinal)
+	}
+	s.b.timingChecked.Store(true)
+	return nil
+}
+
+// configPath is where ZooKeeper 3.5+ keeps its membership.
+const configPath = "/zookeeper/config"
+
+// ensembleServers counts the "server.N=" lines of a /zookeeper/config.
+func ensembleServers(config []byte) int {
+	n := 0
+	for line := range strings.SplitSeq(string(config), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "server.") {
+			n++
+		}
+	}
+	return n
 }
 
 // auth adds the digest credentials once; go-zookeeper sends them again on

@@ -1,7 +1,11 @@
 // Package zookeeper puts lockkit's locks in an Apache ZooKeeper ensemble,
 // through the public driver seam only:
 //
-//	client, err := lockkit.New(zookeeper.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"}, opts...))
+//	client, err := lockkit.New(zookeeper.New([]string{"zk1:2181", "zk2:2181", "zk3:2181"},
+//		zookeeper.WithEnsembleTiming(2*time.Second, 5))) // zoo.cfg's tickTime and syncLimit
+//
+// An ensemble needs its timing declared (WithEnsembleTiming); a standalone
+// server does not.
 //
 // It lives in its own package so that programs on other stores do not link
 // go-zookeeper: package lockkit does not import it.
@@ -43,12 +47,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/zkhook"
 )
 
 // Default session timeout bounds: ZooKeeper's own, 2 and 20 ticks
@@ -77,6 +83,9 @@ type options struct {
 	tick      time.Duration
 	syncLimit int
 	timingSet bool
+	// undeclared: the session timeout is the TTL even on an ensemble
+	// (withoutEnsembleTiming: lockkit's own fault tests only).
+	undeclared bool
 	// dial makes each session's connections: net.DialTimeout unless a test
 	// puts a faulty connection in between (export_test.go).
 	dial zk.Dialer
@@ -127,6 +136,26 @@ func WithSessionTimeouts(min, max time.Duration) Option {
 func WithEnsembleTiming(tick time.Duration, syncLimit int) Option {
 	return Option{func(o *options) { o.tick, o.syncLimit, o.timingSet = tick, syncLimit, true }}
 }
+
+// withoutEnsembleTiming keeps the session timeout equal to the TTL on an
+// ensemble whose timing is not declared: for lockkit's own fault tests only
+// (internal/zkhook), whose histories were written for it. Users cannot ask
+// for it: on an ensemble the leader decides a session's expiry, from the
+// activity each follower reports when the leader pings it (every half tick),
+// so a follower that fails (is killed, paused, restarted) right after
+// answering a lease's renewal takes that renewal's report with it; the leader
+// then counts the session's timeout from an earlier request, up to a renew
+// interval and half a tick earlier, and can free the lock while the lease is
+// valid (TestFollowerFailsAfterExtend: 336–592 ms of overlap with TTL 3 s,
+// tick 100 ms). So New refuses several servers without WithEnsembleTiming,
+// and a session to one server that /zookeeper/config shows is a member of an
+// ensemble fails its first request, naming WithEnsembleTiming; a standalone
+// server needs no timing.
+func withoutEnsembleTiming() Option {
+	return Option{func(o *options) { o.undeclared = true }}
+}
+
+func init() { zkhook.WithoutEnsembleTiming = func() any { return withoutEnsembleTiming() } }
 
 // sessionTimeout is the session timeout asked for a TTL: the TTL, or with
 // the ensemble's timing declared, long enough that the leader keeps the
@@ -197,6 +226,9 @@ func New(servers []string, opts ...Option) driver.Spec {
 	hosts, chroot, err := parseServers(servers)
 	if err == nil {
 		err = o.check()
+	}
+	if err == nil && len(hosts) > 1 && !o.timingSet && !o.undeclared {
+		err = fmt.Errorf("%d servers (an ensemble) and no zookeeper.WithEnsembleTiming(tickTime, syncLimit): an ensemble's leader expires a session from what its followers report, so a follower that fails right after answering a renewal can free the lock while the lease is valid; declare zoo.cfg's tickTime and syncLimit with zookeeper.WithEnsembleTiming", len(hosts))
 	}
 	if err != nil {
 		spec.Err = fmt.Errorf("lockkit: zookeeper.New: %w", err)
@@ -269,6 +301,9 @@ func (o *options) check() error {
 	if o.minSession <= 0 || o.maxSession < o.minSession {
 		return fmt.Errorf("WithSessionTimeouts(%v, %v): want 0 < min ≤ max (the server's minSessionTimeout and maxSessionTimeout)", o.minSession, o.maxSession)
 	}
+	if o.timingSet && o.undeclared {
+		return errors.New("WithEnsembleTiming and the test-only undeclared timing together: give one")
+	}
 	if o.timingSet {
 		if o.syncLimit <= 0 || o.tick < time.Millisecond || o.tick%time.Millisecond != 0 || o.tick > time.Hour || o.syncLimit > 1<<20 {
 			return fmt.Errorf("WithEnsembleTiming(%v, %d): want the servers' tickTime (whole milliseconds) and syncLimit (ticks, at least 1), such as 2s and 5", o.tick, o.syncLimit)
@@ -291,6 +326,11 @@ type backend struct {
 	acl        []zk.ACL // of lock nodes and their parents
 	baseACL    []zk.ACL // of the chroot and root nodes the backend creates
 
+	// timingChecked: a session found its server standalone
+	// (/zookeeper/config names at most one server; checkEnsemble), or
+	// there is nothing to check (WithEnsembleTiming, withoutEnsembleTiming).
+	timingChecked atomic.Bool
+
 	mu       sync.Mutex
 	sessions map[time.Duration]*session
 	acqs     map[acqKey]*acq
@@ -309,6 +349,7 @@ func newBackend(hosts []string, chroot string, o options, cfg driver.Config) *ba
 	if b.cmdTimeout <= 0 {
 		b.cmdTimeout = 2 * time.Second
 	}
+	b.timingChecked.Store(o.timingSet || o.undeclared)
 	if o.user != "" {
 		b.acl = append(zk.DigestACL(zk.PermAll, o.user, o.password), zk.WorldACL(zk.PermRead)...)
 	}

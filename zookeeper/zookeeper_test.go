@@ -433,7 +433,7 @@ func TestSingle(t *testing.T) {
 // client reaches through the proxy, raw a connection to the ensemble.
 func lostCreate(t *testing.T, target string, raw *zk.Conn) {
 	px := startProxy(t, target)
-	c := newClient(t, []string{px.Addr()})
+	c := newClient(t, []string{px.Addr()}, undeclared)
 	p := lockkit.Policy{TTL: 2 * time.Second, Fencing: true, Retry: retry}
 	lk := lockOf(c, "lostcreate", p, "k")
 	// A first acquire creates the parents (creates too).
@@ -464,7 +464,7 @@ func lostCreate(t *testing.T, target string, raw *zk.Conn) {
 		t.Fatal(err)
 	}
 	waitNodes(t, raw, path, 0, 10*time.Second)
-	other := newClient(t, []string{target})
+	other := newClient(t, []string{target}, undeclared)
 	l2, err := lockOf(other, "lostcreate", p, "k").TryAcquire(ctxT(t, 10*time.Second))
 	if err != nil {
 		t.Fatalf("a later acquire is blocked: %v", err)

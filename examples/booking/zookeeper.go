@@ -16,7 +16,11 @@ import (
 
 // zkServersEnv names the ZooKeeper ensemble ("zk1:2181,zk2:2181,zk3:2181",
 // a chroot may follow): with it set, the replicas take their locks there and
-// the bookings stay in Redis (REDIS_URL, or the embedded one).
+// the bookings stay in Redis (REDIS_URL, or the embedded one). The example
+// declares no ensemble timing, so it takes one server (a standalone one);
+// an application on an ensemble adds zookeeper.WithEnsembleTiming with its
+// zoo.cfg's tickTime and syncLimit, and zookeeper.New refuses several
+// servers without it.
 const zkServersEnv = "ZOOKEEPER_SERVERS"
 
 // zkReplicas are the lockkit clients on ZooKeeper, closed at the end of the

@@ -672,6 +672,13 @@ func TestMisuseTableCoversEveryExport(t *testing.T) {
 			if err != nil {
 				t.Errorf("zookeeper.New with a zero Option: %v", err)
 			}
+			// Several servers: an ensemble, whose timing must be declared.
+			ensemble := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"}
+			_, err = lockkit.New(zookeeper.New(ensemble))
+			wantErr(t, "zookeeper.New(3 servers)", err, "3 servers", "WithEnsembleTiming", "tickTime", "syncLimit")
+			if _, err := lockkit.New(zookeeper.New(ensemble, zookeeper.WithEnsembleTiming(2*time.Second, 5))); err != nil {
+				t.Errorf("zookeeper.New(3 servers, WithEnsembleTiming(2s, 5)): %v", err)
+			}
 		},
 		"zookeeper.WithRoot": func(t *testing.T) {
 			for _, root := range []string{"", "lockkit", "/lockkit/", "//", "/a//b", "/a/./b", "/a/..", "/a\x00b", "/a\nb", "/a\xffb"} {
