@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/lockkit/lockkit/internal/errcheck"
+	"github.com/lockkit/lockkit/internal/lockhook"
 	"github.com/lockkit/lockkit/internal/obs"
+	"github.com/lockkit/lockkit/internal/policy"
 	"github.com/lockkit/lockkit/internal/telnames"
 
 	"github.com/lockkit/lockkit/breaker"
@@ -29,6 +31,25 @@ type Lock struct {
 
 // Key is the lock's key (prefix included).
 func (l Lock) Key() string { return l.key }
+
+// commandTimeout is the command timeout of l's Client (WithCommandTimeout;
+// 500ms by default, and for a Lock of no Client): what bounds each command
+// sent for l. DoOn bounds each acquire on its backend by it; such a backend
+// bounds the statements it sends of its own by it too (postgres.DoTx: its
+// BEGIN and its rollback, through internal/lockhook).
+func (l Lock) commandTimeout() time.Duration {
+	if l.d == nil || l.d.c == nil || l.d.c.cmdTimeout <= 0 {
+		return policy.DefaultCommandTimeout
+	}
+	return l.d.c.cmdTimeout
+}
+
+func init() {
+	lockhook.CommandTimeout = func(l any) time.Duration {
+		lock, _ := l.(Lock)
+		return lock.commandTimeout()
+	}
+}
 
 // Do acquires the lock, retrying per the domain's policy, runs fn, and
 // releases the lock, also when fn panics.
@@ -371,7 +392,20 @@ func (l Lock) attempt(ctx context.Context, be driver.Backend, token, who string,
 		Key: l.key, Token: token, Holder: who, TTL: p.TTL, Fencing: p.Fencing,
 		Replicas: p.Replicas, ReplicaTimeout: p.ReplicaTimeout,
 	}
-	fence, err := be.Acquire(ctx, req)
+	var (
+		fence int64
+		err   error
+	)
+	if c := d.c; be != c.be {
+		// A backend of DoOn's caller is not guarded, and the guard is what
+		// bounds the Client's own acquires: bound this one here (guarantee
+		// 7), by a timer as the guard does (deadline.go).
+		cctx, scope := c.withCommandTimeout(ctx, c.cmdTimeout+req.ReplicaTimeout)
+		fence, err = be.Acquire(cctx, req)
+		scope.end()
+	} else {
+		fence, err = be.Acquire(ctx, req)
+	}
 	switch {
 	case err == nil:
 		return fence, nil

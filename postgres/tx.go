@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockkit/lockkit/driver"
+	"github.com/lockkit/lockkit/internal/lockhook"
 	"github.com/lockkit/lockkit/internal/pgbackend"
 	"github.com/lockkit/lockkit/lockkit"
 )
@@ -46,13 +47,24 @@ import (
 //
 // The transaction's connection is taken from pool within
 // pgbackend.DefaultConnWait; an exhausted pool is an error matching
-// lockkit.ErrUnavailable and ErrNoSession. While the transaction lives its
-// lease is renewed every renew interval by a check over another connection
-// of pool: its session still holds the lock, and has not sat idle in the
-// transaction for longer than the TTL. The server ends a transaction idle
-// for twice the TTL (idle_in_transaction_session_timeout), so a holder that
-// stops between statements loses its lease after about one TTL, its session
-// (and its lock and work) after two: the lease always ends first.
+// lockkit.ErrUnavailable and ErrNoSession. Every statement DoTx sends on the
+// lock's behalf (BEGIN, the acquire and the write of the lease's record, the
+// rollback) is bounded by the Client's command timeout
+// (lockkit.WithCommandTimeout) as well as by ctx: on a stalled server, or
+// behind a row that another transaction holds, DoTx returns an error
+// matching lockkit.ErrUnavailable within a few command timeouts, without
+// calling fn. A statement cut short closes its connection, which ends the
+// transaction: nothing is held once its server process notices (a stalled
+// server when it wakes, a statement waiting on a row when that wait ends).
+// fn and the commit are not bounded by the command timeout.
+//
+// While the transaction lives its lease is renewed every renew interval by
+// a check over another connection of pool: its session still holds the
+// lock, and has not sat idle in the transaction for longer than the TTL.
+// The server ends a transaction idle for twice the TTL
+// (idle_in_transaction_session_timeout), so a holder that stops between
+// statements loses its lease after about one TTL, its session (and its lock
+// and work) after two: the lease always ends first.
 //
 // The fence is valid inside this transaction only: a rolled-back
 // transaction's fence may be issued again, so use it for writes made with tx
@@ -79,7 +91,15 @@ func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ct
 		}
 		return fmt.Errorf("%w: postgres.DoTx %s: connection: %w", lockkit.ErrUnavailable, lock.Key(), err)
 	}
-	tx, err := conn.Begin(ctx)
+	// Every statement sent on the lock's behalf is bounded by the command
+	// timeout, as well as by ctx (guarantee 7): BEGIN and the rollback here,
+	// each acquire (AcquireTx and TxLease) by DoOn. One cut short closes
+	// its connection (pgx), which ends the transaction; Release then drops
+	// the connection rather than pooling it.
+	cmd := lockhook.CommandTimeout(lock)
+	bctx, cancel := context.WithTimeout(ctx, cmd)
+	tx, err := conn.Begin(bctx)
+	cancel()
 	if err != nil {
 		conn.Release()
 		return fmt.Errorf("%w: postgres.DoTx %s: begin: %w", lockkit.ErrUnavailable, lock.Key(), err)
@@ -87,8 +107,9 @@ func DoTx(ctx context.Context, pool *pgxpool.Pool, lock lockkit.Lock, fn func(ct
 	committed := false
 	defer func() {
 		if !committed {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = tx.Rollback(rctx)
+			// Not cancelled with ctx: the rollback frees the lock now.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cmd)
+			_ = tx.Rollback(rctx) // a failed rollback closes the connection
 			cancel()
 		}
 		conn.Release()

@@ -641,6 +641,21 @@ func (b *Backend) restore(conn *pgxpool.Conn, prev saved) {
 	b.giveBack(conn)
 }
 
+// dropWaitLock gives back conn, a connection new to the backend whose wait
+// for id failed with lock_timeout, once it has unlocked id if its session
+// holds it (the lock may have been granted before the timeout); it closes
+// conn when that fails, which frees the lock too.
+func (b *Backend) dropWaitLock(conn *pgxpool.Conn, id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	classid, objid := lockIDs(id)
+	if _, err := conn.Exec(ctx, sqlWaitUnlock, id, classid, objid); err != nil {
+		b.discard(conn)
+		return
+	}
+	b.giveBack(conn)
+}
+
 // waitConn is a connection to wait in PostgreSQL's queue on: an empty
 // session's, taken out of the set (orig is then its settings as the pool
 // gave it), else a new one (takeConn).
@@ -960,9 +975,19 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		}
 		return 0, 0, driver.ErrContended
 	case sqlState(err) == "55P03":
-		// lock_timeout ran out in the queue: the statement was aborted
-		// before the lock was granted, and its settings rolled back.
-		giveBack()
+		// lock_timeout ran out: in the queue, or after the lock was
+		// granted, on a row the statement then had to lock (the lease
+		// record, read by the lock-delay or written, or the fence row).
+		// Either way the statement was aborted, its record, fence and
+		// settings rolled back, but a session lock outlives its
+		// transaction: it is dropped before the connection goes back
+		// (restore drops every lock of a session of the backend's), or
+		// the connection is closed.
+		if orig == nil {
+			b.dropWaitLock(conn, id)
+		} else {
+			giveBack()
+		}
 		return 0, 0, driver.ErrContended
 	}
 	// The lock may have been taken before the statement failed (a session

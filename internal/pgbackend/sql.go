@@ -164,13 +164,16 @@ var (
 	// Queued: PostgreSQL queues the waiters (FIFO) for at most lock_timeout,
 	// set in w, which l reads from, so it is in force before the wait starts.
 	// A wait that runs out is SQLSTATE 55P03 and aborts the statement: no
-	// lock, no fence, no setting changed. A waiter whose ctx ends is
-	// cancelled by pgx (a cancel request as it closes the connection);
-	// client_connection_check_interval also ends the wait of a client that
-	// died without one. Once it has the lock, d sleeps (holding it, so the
-	// queue behind keeps its order) until an earlier lease's record
-	// expires, if it does within the wait ($3 after the statement's start);
-	// the record is written after d.
+	// record, no fence, no setting changed. lock_timeout bounds the row
+	// waits after the grant too (the record's, the fence's): a 55P03 from
+	// one of those leaves the session holding the lock, which the backend
+	// then drops (sqlWaitUnlock, or sqlRetire for a session of its own).
+	// A waiter whose ctx ends is cancelled by pgx (a cancel request as it
+	// closes the connection); client_connection_check_interval also ends
+	// the wait of a client that died without one. Once it has the lock, d
+	// sleeps (holding it, so the queue behind keeps its order) until an
+	// earlier lease's record expires, if it does within the wait ($3 after
+	// the statement's start); the record is written after d.
 	// $1 key id, $2 idle_session_timeout (ms), $3 lock_timeout (ms), $4
 	// token, $5 ttl (ms).
 	sqlWait = `WITH w AS MATERIALIZED (
@@ -234,6 +237,16 @@ var (
 	// Columns: unlocked, synchronous_commit.
 	sqlUnlock = `WITH d AS (DELETE FROM lockkit_leases WHERE id = $1 AND token = $2 RETURNING 1)
 	SELECT pg_advisory_unlock($1), set_config('synchronous_commit', 'off', true) FROM (SELECT count(*) FROM d) n`
+
+	// A wait that failed with lock_timeout (SQLSTATE 55P03), on a
+	// connection new to the backend: the lock may have been granted before
+	// the timeout (which came from a row wait after it), and a session lock
+	// outlives the aborted statement. Unlock it if the session holds it
+	// (pg_advisory_unlock of a lock not held logs a warning). $1 key id,
+	// $2 classid, $3 objid.
+	sqlWaitUnlock = `SELECT count(pg_advisory_unlock($1)) FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+			AND objsubid = 1 AND classid = $2::oid AND objid = $3::oid`
 
 	// A session given back to the pool: drop any advisory lock it might
 	// hold, and restore its idle limit ($1) and statement_timeout ($2).
