@@ -903,52 +903,86 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		}
 		b.restore(conn, *orig)
 	}
-	wait := time.Until(deadline)
-	if dl, ok := ctx.Deadline(); ok {
-		// End the wait on the server before ctx ends it on the client
-		// (which would close the connection), leaving a quarter of what
-		// remains, at least 25ms and at most RoundTrip, for the round trip.
-		left := time.Until(dl)
-		keep := max(left/4, 25*time.Millisecond)
-		if b.roundTrip > 0 {
-			keep = min(keep, max(b.roundTrip, 25*time.Millisecond))
-		}
-		wait = min(wait, left-keep)
-	}
-	if wait < time.Millisecond {
-		giveBack()
-		if time.Until(deadline) < time.Millisecond {
-			return 0, 0, driver.ErrContended
-		}
-		return 0, 0, fmt.Errorf("lockkit/pg: AcquireWait: ctx leaves no time to wait: %w", context.DeadlineExceeded)
-	}
-	query, args := sqlWait, []any{id, ttlString(req.TTL), msString(wait), req.Token, ttlMs(req.TTL)}
-	if req.Fencing {
-		query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, []any{id, ttlString(req.TTL), req.Key, msString(wait), req.Token, ttlMs(req.TTL)})
-	}
+	// The statement is sent again (at most maxWaitReruns times) when it
+	// gave the lock back at the head of the queue with time left: its
+	// lock-delay read uses the statement's snapshot, as old as its wait, so
+	// a predecessor granted while it waited, whose session then ended
+	// (terminated), left a record it could not see; the next statement's
+	// snapshot sees it and sleeps on it (TestFIFOWaiterBehindTerminated).
 	var (
-		ok   bool
-		prev saved
-		us   int64
-		set  *string
+		ok        bool
+		prev      saved
+		us        int64
+		set       *string
+		sent      time.Time
+		returned  time.Time
+		reruns    int
+		firstIdle string
 	)
-	scan := func(r pgx.Row) error { return r.Scan(&ok, &prev.idle, &fence, &us, &set) }
-	sent := time.Now()
-	if orig != nil {
-		// A session of the backend's: its statement_timeout is 0.
-		err = scan(conn.QueryRow(ctx, query, args...))
-	} else {
-		// A connection new to the backend: statement_timeout goes to 0
-		// first, in the same round trip, so the wait (a statement of its
-		// own, whose timer starts as it arrives) runs without it. Both run
-		// in one implicit transaction: a wait that fails takes the setting
-		// back with it.
-		var batch pgx.Batch
-		batch.Queue(sqlNoStmtTimeout).QueryRow(func(r pgx.Row) error { return r.Scan(&prev.stmt, nil) })
-		batch.Queue(query, args...).QueryRow(scan)
-		err = conn.SendBatch(ctx, &batch).Close()
+	// restored gives conn back after a statement that left no lock: as the
+	// pool gave it, or, after a first statement on a connection new to the
+	// backend committed its settings, with them restored.
+	restored := func() {
+		if orig == nil && reruns > 0 {
+			b.restore(conn, prev)
+			return
+		}
+		giveBack()
 	}
-	returned := time.Now()
+	for {
+		wait := time.Until(deadline)
+		if dl, ok := ctx.Deadline(); ok {
+			// End the wait on the server before ctx ends it on the client
+			// (which would close the connection), leaving a quarter of what
+			// remains, at least 25ms and at most RoundTrip, for the round trip.
+			left := time.Until(dl)
+			keep := max(left/4, 25*time.Millisecond)
+			if b.roundTrip > 0 {
+				keep = min(keep, max(b.roundTrip, 25*time.Millisecond))
+			}
+			wait = min(wait, left-keep)
+		}
+		if wait < time.Millisecond {
+			restored()
+			if reruns > 0 || time.Until(deadline) < time.Millisecond {
+				return 0, 0, driver.ErrContended // as the statement before answered
+			}
+			return 0, 0, fmt.Errorf("lockkit/pg: AcquireWait: ctx leaves no time to wait: %w", context.DeadlineExceeded)
+		}
+		query, args := sqlWait, []any{id, ttlString(req.TTL), msString(wait), req.Token, ttlMs(req.TTL)}
+		if req.Fencing {
+			query, args = fenceQuery(req.Key, sqlWaitFence, sqlWaitFenceLong, []any{id, ttlString(req.TTL), req.Key, msString(wait), req.Token, ttlMs(req.TTL)})
+		}
+		scan := func(r pgx.Row) error { return r.Scan(&ok, &prev.idle, &fence, &us, &set) }
+		sent = time.Now()
+		if orig != nil || reruns > 0 {
+			// A session of the backend's, or a connection whose first
+			// statement committed statement_timeout 0.
+			err = scan(conn.QueryRow(ctx, query, args...))
+		} else {
+			// A connection new to the backend: statement_timeout goes to 0
+			// first, in the same round trip, so the wait (a statement of its
+			// own, whose timer starts as it arrives) runs without it. Both run
+			// in one implicit transaction: a wait that fails takes the setting
+			// back with it.
+			var batch pgx.Batch
+			batch.Queue(sqlNoStmtTimeout).QueryRow(func(r pgx.Row) error { return r.Scan(&prev.stmt, nil) })
+			batch.Queue(query, args...).QueryRow(scan)
+			err = conn.SendBatch(ctx, &batch).Close()
+		}
+		returned = time.Now()
+		if reruns == 0 {
+			firstIdle = prev.idle
+		} else {
+			// The idle limit the first statement found, not the one it set.
+			prev.idle = firstIdle
+		}
+		if err == nil && !ok && reruns < maxWaitReruns && time.Until(deadline) >= time.Millisecond && ctx.Err() == nil {
+			reruns++
+			continue
+		}
+		break
+	}
 	switch {
 	case err == nil && ok:
 		b.mu.Lock()
@@ -983,10 +1017,11 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 		// transaction: it is dropped before the connection goes back
 		// (restore drops every lock of a session of the backend's), or
 		// the connection is closed.
-		if orig == nil {
+		switch {
+		case orig == nil && reruns == 0:
 			b.dropWaitLock(conn, id)
-		} else {
-			giveBack()
+		default:
+			restored() // drops every lock of the session
 		}
 		return 0, 0, driver.ErrContended
 	}
@@ -1002,6 +1037,10 @@ func (b *Backend) AcquireWait(ctx context.Context, req *driver.Request, maxWait 
 	}
 	return 0, 0, fmt.Errorf("lockkit/pg: acquire: %w", wrapTableErr(err))
 }
+
+// maxWaitReruns bounds how many times AcquireWait sends its statement again
+// after one that gave the lock back at the head with time left.
+const maxWaitReruns = 3
 
 // enter waits, at most wait, for key's gate. It returns ErrContended when
 // the wait runs out.

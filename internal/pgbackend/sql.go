@@ -370,7 +370,10 @@ const txGrant = `g AS MATERIALIZED (SELECT l.ok FROM l)`
 // expires, for at most wait ms (a parameter) after the statement's start.
 // The record is read FOR UPDATE: a waiter's snapshot is as old as its wait,
 // and the lock reads the row's latest version instead, so a record deleted
-// by a release while this statement waited is not slept on.
+// by a release while this statement waited is not slept on. A record
+// inserted while it waited is not seen at all (a predecessor granted then,
+// whose session ended): r then finds it unexpired and the lock is given
+// back, and AcquireWait sends the statement again, with a fresh snapshot.
 func lockDelay(wait string) string {
 	return `e AS MATERIALIZED (
 		SELECT e.expires FROM lockkit_leases e WHERE e.id = $1 AND (SELECT l.ok FROM l) FOR UPDATE OF e
