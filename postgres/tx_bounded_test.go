@@ -202,19 +202,10 @@ func TestDoTxBoundedBehindARowLock(t *testing.T) {
 				VALUES ($1, 'expired', now() - interval '1 hour')`, arg); err != nil {
 				t.Fatal(err) // an expired record: it delays nobody, but its row can be locked
 			}
-			blocker, err := admin.Begin(ctxT(t, 5*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = blocker.Rollback(context.Background()) }()
-			if tag, err := blocker.Exec(ctxT(t, 5*time.Second), lockRow, arg); err != nil || tag.RowsAffected() != 1 {
-				t.Fatalf("lock the row: %v, %d rows", err, tag.RowsAffected())
-			}
+			unlockRow := testserver.HoldRow(t, admin, lockRow, arg)
 			r := startDoTx(pool, lk, func(context.Context, pgx.Tx, *lockkit.Lease) error { return nil })
 			ended := r.returned(txPatience)
-			if err := blocker.Rollback(ctxT(t, 5*time.Second)); err != nil {
-				t.Fatal(err)
-			}
+			unlockRow()
 			r.finish(t)
 			t.Logf("DoTx behind a row lock: %v after %v (fn ran: %v)", r.err, r.took.Round(time.Millisecond), r.ran.Load())
 			if !ended || r.took > txBound {

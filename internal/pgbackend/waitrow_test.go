@@ -1,7 +1,6 @@
 package pgbackend_test
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
@@ -50,14 +49,7 @@ func TestWaitTimeoutAfterGrant(t *testing.T) {
 				VALUES ($1, 'expired', now() - interval '1 hour')`, arg); err != nil {
 				t.Fatal(err) // an expired record: it delays nobody, but its row can be locked
 			}
-			blocker, err := admin.Begin(ctxT(t, 5*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = blocker.Rollback(context.Background()) }()
-			if tag, err := blocker.Exec(ctxT(t, 5*time.Second), lockRow, arg); err != nil || tag.RowsAffected() != 1 {
-				t.Fatalf("lock the row: %v, %d rows", err, tag.RowsAffected())
-			}
+			unlockRow := testserver.HoldRow(t, admin, lockRow, arg)
 			if tc.emptySession {
 				// A lease taken and released leaves its session empty
 				// (for a second), and the wait takes it.
@@ -68,16 +60,14 @@ func TestWaitTimeoutAfterGrant(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			_, _, err = b.AcquireWait(ctxT(t, 10*time.Second), req(key, 10*time.Second, tc.fencing), time.Second)
+			_, _, err := b.AcquireWait(ctxT(t, 10*time.Second), req(key, 10*time.Second, tc.fencing), time.Second)
 			took := time.Since(start)
 			pid := holderPID(t, admin, key)
 			var state string
 			if pid != 0 {
 				_ = admin.QueryRow(ctxT(t, 5*time.Second), "SELECT coalesce(state, '') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&state)
 			}
-			if err := blocker.Rollback(ctxT(t, 5*time.Second)); err != nil {
-				t.Fatal(err)
-			}
+			unlockRow()
 			t.Logf("AcquireWait behind a locked row: %v after %v; the key's lock held then by pid %d (%q); pool: %d idle of %d",
 				err, took.Round(time.Millisecond), pid, state, pool.Stat().IdleConns(), pool.Stat().TotalConns())
 			if !errors.Is(err, driver.ErrContended) {

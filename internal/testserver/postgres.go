@@ -469,3 +469,27 @@ func (p *Postgres) Restart(t testing.TB) {
 		t.Fatalf("testserver: Restart postgres %s: %v", p.Addr(), err)
 	}
 }
+
+// HoldRow locks the one row query selects FOR UPDATE (args its parameters)
+// in a transaction of pool's, as an application's transaction would, until
+// the returned release rolls it back (or the test ends).
+func HoldRow(t testing.TB, pool *pgxpool.Pool, query string, args ...any) (release func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if tag, err := tx.Exec(ctx, query, args...); err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("lock the row (%s): %v, %d rows", query, err, tag.RowsAffected())
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
