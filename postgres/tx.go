@@ -31,7 +31,8 @@ import (
 // commit was sent (the work was rolled back), an
 // error matching ErrCommitUnknown when the commit was sent and its outcome
 // cannot be known (the connection died before the answer), or the commit's
-// error (it rolled back). Once sent, the commit is never cancelled, by fn's
+// error (it rolled back: one the server answered with, or pgx's
+// ErrTxCommitRollback when a statement of fn's had aborted the transaction). Once sent, the commit is never cancelled, by fn's
 // ctx, the lease's loss or Close: the transaction's lock is held until the
 // commit ends, so a commit that succeeds proves the lock was held throughout,
 // and DoTx then returns nil even if the lease's deadline passed while the
@@ -149,7 +150,9 @@ var ErrCommitUnknown = errors.New("lockkit: postgres.DoTx: the commit's outcome 
 // answered with an error) or may have committed (no answer).
 func commitError(key string, err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Severity == "ERROR" {
+	if errors.As(err, &pe) && pe.Severity == "ERROR" || errors.Is(err, pgx.ErrTxCommitRollback) {
+		// The server answered: it rolled back (a failed statement in fn
+		// aborted the transaction: pgx's ErrTxCommitRollback).
 		return fmt.Errorf("lockkit: postgres.DoTx %s: commit: %w (rolled back)", key, err)
 	}
 	return fmt.Errorf("%w: postgres.DoTx %s: commit: %w", ErrCommitUnknown, key, err)
