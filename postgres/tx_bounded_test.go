@@ -58,6 +58,20 @@ func (r *txRun) returned(d time.Duration) bool {
 	}
 }
 
+// wantUnavailable checks a finished run that ended (within txPatience) in
+// what guarantee 7 promises where DoTx cannot take its lock (where says
+// where): within txBound, ErrUnavailable, fn not run.
+func (r *txRun) wantUnavailable(t *testing.T, where string, ended bool) {
+	t.Helper()
+	t.Logf("DoTx %s: %v after %v (fn ran: %v)", where, r.err, r.took.Round(time.Millisecond), r.ran.Load())
+	if !ended || r.took > txBound {
+		t.Fatalf("guarantee 7: DoTx under context.Background() took %v %s (%v patience); want at most %v", r.took.Round(time.Millisecond), where, txPatience, txBound)
+	}
+	if r.ran.Load() || !errors.Is(r.err, lockkit.ErrUnavailable) {
+		t.Fatalf("DoTx %s: fn ran %v, err %v; want fn not run and ErrUnavailable", where, r.ran.Load(), r.err)
+	}
+}
+
 // finish waits, bounded, for DoTx to end once the test has unblocked it.
 func (r *txRun) finish(t *testing.T) {
 	t.Helper()
@@ -123,13 +137,7 @@ func TestDoTxBoundedOnPausedServer(t *testing.T) {
 		ended := r.returned(txPatience)
 		pg.Resume(t)
 		r.finish(t)
-		t.Logf("DoTx on a paused server: %v after %v (fn ran: %v)", r.err, r.took.Round(time.Millisecond), r.ran.Load())
-		if !ended || r.took > txBound {
-			t.Fatalf("guarantee 7: DoTx under context.Background() took %v on a paused server (%v patience); want at most %v", r.took.Round(time.Millisecond), txPatience, txBound)
-		}
-		if r.ran.Load() || !errors.Is(r.err, lockkit.ErrUnavailable) {
-			t.Fatalf("DoTx on a paused server: fn ran %v, err %v; want fn not run and ErrUnavailable", r.ran.Load(), r.err)
-		}
+		r.wantUnavailable(t, "on a paused server", ended)
 		takeable(t, other, "pausedtx", "begin")
 	})
 
@@ -207,13 +215,7 @@ func TestDoTxBoundedBehindARowLock(t *testing.T) {
 			ended := r.returned(txPatience)
 			unlockRow()
 			r.finish(t)
-			t.Logf("DoTx behind a row lock: %v after %v (fn ran: %v)", r.err, r.took.Round(time.Millisecond), r.ran.Load())
-			if !ended || r.took > txBound {
-				t.Fatalf("guarantee 7: DoTx under context.Background() waited %v behind a row lock (%v patience); want at most %v", r.took.Round(time.Millisecond), txPatience, txBound)
-			}
-			if r.ran.Load() || !errors.Is(r.err, lockkit.ErrUnavailable) {
-				t.Fatalf("DoTx behind a row lock: fn ran %v, err %v; want fn not run and ErrUnavailable", r.ran.Load(), r.err)
-			}
+			r.wantUnavailable(t, "behind a row lock", ended)
 			takeable(t, other, "rowtx", tc.name)
 		})
 	}
