@@ -140,7 +140,8 @@ func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *T
 	l := e.l
 	c := l.d.c
 	var prev driver.Holding // the last leader seen while campaigning, traced
-	for {
+	start := time.Now()
+	for rounds := 1; ; rounds++ {
 		lease, fctx, err := l.acquire(ctx, true, true)
 		if err == nil {
 			if prev.Fence != 0 && prev.Fence != lease.Fence() {
@@ -160,7 +161,7 @@ func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *T
 			if errors.Is(err, ctx.Err()) {
 				return err
 			}
-			return l.ctxError(ctx, 0, time.Now())
+			return l.stoppedError(ctx, "Lead", rounds, "campaign round(s)", start)
 		}
 		if errors.Is(err, ErrNotAcquired) && l.d.tel.Tracing() {
 			// Another candidate leads: remember its term span, for the
@@ -175,7 +176,7 @@ func (e Election) Lead(ctx context.Context, fn func(ctx context.Context, term *T
 			if ctx.Err() == nil {
 				return ErrClosed
 			}
-			return l.ctxError(ctx, 0, time.Now())
+			return l.stoppedError(ctx, "Lead", rounds, "campaign round(s)", start)
 		}
 	}
 }

@@ -136,3 +136,43 @@ func TestElectionLeadCtxEndsAfterRound(t *testing.T) {
 		t.Errorf("Lead with ctx cancelled while it campaigned = %v; want an error matching context.Canceled (Lead's doc), not ErrNotAcquired", err)
 	}
 }
+
+// A campaign that ctx ends while it stands by between rounds says how many
+// rounds it made and for how long: never "after 0 attempt(s) in 0s", which
+// read as if Lead had not tried at all.
+func TestElectionLeadCtxEndsSaysRounds(t *testing.T) {
+	r := testserver.StartRedis(t)
+	p := Policy{TTL: 2 * time.Second, Kind: "election", Retry: Retry{Attempts: 1}}
+	bg, cancelAll := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelAll()
+	c := newClient(t, r)
+	leader := testDomain(t, c, p).Key(1).Literal("x").Election()
+	elected, hold := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- leader.Lead(bg, func(context.Context, *Term) error { close(elected); <-hold; return nil })
+	}()
+	<-elected
+	defer func() {
+		close(hold)
+		if err := <-done; err != nil {
+			t.Errorf("the leader's Lead = %v", err)
+		}
+	}()
+	// Standby between rounds is up to a third of the TTL: ctx ends during
+	// one, after at least one round found the term held.
+	ctx, cancel := context.WithTimeout(bg, 900*time.Millisecond)
+	defer cancel()
+	e := testDomain(t, newClient(t, r), p).Key(1).Literal("x").Election()
+	err := e.Lead(ctx, func(context.Context, *Term) error { return errors.New("led") })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lead = %v, want an error matching context.DeadlineExceeded", err)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, " 0 attempt(s)") || strings.Contains(msg, " 0 campaign round(s)") || strings.Contains(msg, " in 0s") {
+		t.Errorf("Lead's error = %q: it counts no round, or no time, though it campaigned until ctx ended", msg)
+	}
+	if !strings.Contains(msg, "Lead") {
+		t.Errorf("Lead's error = %q: it does not say Lead stopped", msg)
+	}
+}

@@ -556,10 +556,16 @@ func (l Lock) notAcquired() error { return &notAcquiredError{domain: l.d.name, k
 // ctxError reports that the caller's ctx ended the acquisition; it matches
 // ctx.Err() (context.Canceled or DeadlineExceeded), never ErrNotAcquired.
 func (l Lock) ctxError(ctx context.Context, attempts int, start time.Time) error {
+	return l.stoppedError(ctx, "acquire", attempts, "attempt(s)", start)
+}
+
+// stoppedError is ctxError for op (acquire, Lead), counting n of what
+// (attempts, campaign rounds) since start.
+func (l Lock) stoppedError(ctx context.Context, op string, n int, what string, start time.Time) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
 		err = fmt.Errorf("%w (%w)", err, cause)
 	}
-	return fmt.Errorf("lockkit: acquire %s: stopped waiting after %d attempt(s) in %v: %w",
-		l.key, attempts, time.Since(start).Round(time.Millisecond), err)
+	return fmt.Errorf("lockkit: %s %s: stopped waiting after %d %s in %v: %w",
+		op, l.key, n, what, time.Since(start).Round(time.Millisecond), err)
 }

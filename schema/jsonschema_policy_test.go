@@ -94,6 +94,9 @@ func TestJSONSchemaAgreesWithPolicy(t *testing.T) {
 	if m := find(doc, "jitter"); m["exclusiveMinimum"] != 0.0 || m["maximum"] != 1.0 || policy.CheckJitter(1) != nil || policy.CheckJitter(0) == nil {
 		t.Errorf("jitter: JSON Schema (%v, %v], runtime rule (0, 1]", m["exclusiveMinimum"], m["maximum"])
 	}
+	if m := find(doc, "permits"); m["minimum"] != 1.0 || m["maximum"] != float64(policy.MaxCount) || policy.CheckPermits(policy.MaxCount) != nil || policy.CheckPermits(policy.MaxCount+1) == nil || policy.CheckPermits(0) == nil {
+		t.Errorf("permits: JSON Schema [%v, %v], runtime rule [1, %d]", m["minimum"], m["maximum"], policy.MaxCount)
+	}
 	for _, name := range []string{"attempts", "replicas"} {
 		if m := find(doc, name); m["maximum"] != float64(policy.MaxCount) || policy.CheckCount(name, policy.MaxCount) != nil || policy.CheckCount(name, policy.MaxCount+1) == nil {
 			t.Errorf("%s: JSON Schema maximum %v, runtime rule at most %d", name, m["maximum"], policy.MaxCount)

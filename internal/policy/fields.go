@@ -191,7 +191,7 @@ var Fields = []Field{
 	{
 		Name: "permits", GoName: "Permits", Type: "int", DomainOnly: true,
 		Doc:  "How many holders a semaphore admits at once; LOCKKIT_PERMITS_<NAME> overrides it at run time.",
-		Rule: "A whole number, at least 1; required with kind semaphore and refused with any other kind.",
+		Rule: "A whole number, at least 1 and at most 2147483647 (the largest int of 32-bit targets); required with kind semaphore and refused with any other kind.",
 	},
 }
 

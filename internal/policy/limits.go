@@ -6,7 +6,7 @@ import (
 )
 
 // MaxCount is the largest count a domain may set (retry attempts,
-// replicas): the largest int of 32-bit Go targets (GOARCH=386, arm), so
+// replicas, permits): the largest int of 32-bit Go targets (GOARCH=386, arm), so
 // that generated code, which writes the count as an int constant, builds on
 // every target.
 const MaxCount = math.MaxInt32

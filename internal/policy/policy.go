@@ -536,12 +536,12 @@ func CheckKind(kind string, permits int) error {
 	return nil
 }
 
-// CheckPermits reports a semaphore's permits below 1.
+// CheckPermits reports a semaphore's permits below 1 or above MaxCount.
 func CheckPermits(permits int) error {
 	if permits < 1 {
 		return fmt.Errorf("permits must be at least 1 (got %d): how many holders the semaphore admits at once", permits)
 	}
-	return nil
+	return CheckCount("permits", int64(permits))
 }
 
 // TypeName is the generated type of a domain's keys: its Go name and the
