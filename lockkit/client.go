@@ -713,7 +713,9 @@ func (c *Client) Ping(ctx context.Context) error {
 //     queue, so a handover skips it.
 //   - Every fn running under Do or TryDo has its ctx cancelled, with a cause
 //     matching ErrClosed, and Close waits for it to return; Do then releases
-//     its lock as usual. Until fn returns, its lease is still renewed.
+//     its lock as usual. Until fn returns, its lease is still renewed. A
+//     release that fails then is counted in Close's error, as for the
+//     leases Close releases itself.
 //   - Leases from Acquire are released at once (their Done closes, and Err
 //     reports a loss matching both ErrLockLost and ErrClosed).
 //   - An acquisition attempt in flight is waited for: a grant that arrives
@@ -782,7 +784,15 @@ func (c *Client) Close(ctx context.Context) error {
 			go func() {
 				defer wg.Done()
 				select {
-				case <-l.runDone: // Do released it
+				case <-l.runDone: // Do released it, or says why not
+					if l.runErr != nil {
+						mu.Lock()
+						failed++
+						if firstErr == nil {
+							firstErr = l.runErr
+						}
+						mu.Unlock()
+					}
 				case <-ctx.Done():
 				}
 			}()
@@ -809,6 +819,13 @@ func (c *Client) Close(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	// A backend that goes on giving keys back after the call that started it
+	// returned (Redlock: a node whose acquire answered after its lease was
+	// released) is waited for too, within ctx; it names the keys left.
+	var beDoubt []string
+	if gb, ok := c.be.(givingBack); ok {
+		beDoubt = gb.GivingBack(ctx)
+	}
 
 	// Whatever is still tracked was not released (a Do whose fn has not
 	// returned): stop renewing it, so it expires by its TTL.
@@ -817,9 +834,14 @@ func (c *Client) Close(ctx context.Context) error {
 	for l := range c.leases {
 		left = append(left, l)
 	}
-	inDoubt := make([]string, 0, len(c.acquiring))
+	inDoubt := make([]string, 0, len(c.acquiring)+len(beDoubt))
 	for key := range c.acquiring {
 		inDoubt = append(inDoubt, key)
+	}
+	for _, key := range beDoubt {
+		if c.acquiring[key] == 0 {
+			inDoubt = append(inDoubt, key)
+		}
 	}
 	c.mu.Unlock()
 	for _, l := range left {
@@ -888,6 +910,13 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.closeErr = errcheck.Returned(errors.Join(errs...))
 	return c.closeErr
+}
+
+// givingBack is a backend that goes on giving keys back after the call that
+// started it returned (goredis's Redlock backend): GivingBack waits until it
+// is done or ctx ends, and returns the keys still in doubt then.
+type givingBack interface {
+	GivingBack(ctx context.Context) []string
 }
 
 // maxQuotedKeys bounds the keys an error names.

@@ -164,3 +164,31 @@ func (c *Client) withCommandTimeout(ctx context.Context, d time.Duration) (conte
 	c.sched.add(&cc.entry, cc.deadline)
 	return cc, commandScope{cc: cc}
 }
+
+// settleCtx waits for ctx to say it ended when its deadline has passed but
+// its timer has not fired yet. A command under a ctx with a deadline can
+// fail at that deadline before ctx.Err() does: go-redis sets the deadline
+// on the socket, and the read's timeout can come before the context's own
+// timer. Checked right after such a failure, ctx.Err() is still nil, and
+// the caller's deadline read as the backend's failure (ErrUnavailable,
+// which retries nothing and trips nothing, but says the wrong thing). The
+// wait is bounded: a ctx that reports a deadline its Done never follows is
+// left as it is after settleWait.
+func settleCtx(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	d, ok := ctx.Deadline()
+	if !ok || time.Now().Before(d) {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// settleWait bounds settleCtx's wait.
+const settleWait = 100 * time.Millisecond

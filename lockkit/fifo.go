@@ -158,6 +158,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				return lease, fctx, err
 			}
 			queued = true
+			joined = 0 // that place is gone, as after a push's rejoin below
 			if !retry {
 				// A single attempt: the handover expired under it.
 				return fail(telnames.OutcomeContended, l.notAcquired())
@@ -176,6 +177,7 @@ func (l Lock) acquireFIFO(ctx, hctx, actx context.Context, hold *obs.Hold, be dr
 				queued = true // it may have run: leaving undoes a grant or a place
 			}
 			err = unavailable(err)
+			settleCtx(ctx) // a failure at ctx's deadline is ctx's ending
 			if ctx.Err() != nil {
 				return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 			}

@@ -35,6 +35,10 @@ type Lease struct {
 	// for a lease from Acquire. Close uses it to ask fn to finish.
 	fnCancel context.CancelCauseFunc
 	runDone  chan struct{} // closed when Do has released the lease; nil for Acquire
+	// runErr is Do's release error when the release failed and the lock
+	// may still be held (not ErrNotHeld), written before runDone closes:
+	// Close counts it as a lease it could not see released.
+	runErr error
 
 	mu       sync.Mutex
 	deadline time.Time // monotonic; start of the winning attempt + TTL - drift
@@ -626,7 +630,12 @@ func (l *Lease) run(fctx context.Context, fn func(context.Context, *Lease) error
 // otherwise is logged. Close, waiting on runDone, learns the lease is done.
 func (l *Lease) finishRun(ctx context.Context) error {
 	l.fnCancel(nil)
-	lostErr := l.Err()
+	return l.finishRunAfter(ctx, l.Err())
+}
+
+// finishRunAfter is finishRun once fn's ctx is cancelled and the lease's
+// validity read (lostErr, nil when it was valid).
+func (l *Lease) finishRunAfter(ctx context.Context, lostErr error) error {
 	rerr := l.Release(ctx)
 	if lostErr == nil && errors.Is(rerr, ErrNotHeld) {
 		lostErr = l.Err() // the release found the lease lost
@@ -634,6 +643,15 @@ func (l *Lease) finishRun(ctx context.Context) error {
 	if rerr != nil && lostErr == nil {
 		l.lock.d.c.log.WarnContext(l.logCtx, "lockkit: release failed", "domain", l.lock.d.name, "key", l.lock.d.c.logKey(l.lock.key), "error", l.lock.d.c.logErr(l.lock.key, rerr))
 	}
-	close(l.runDone)
+	l.doneRun(rerr)
 	return lostErr
+}
+
+// doneRun tells a Close waiting on runDone that Do is done with the lease,
+// and whether its release left the lock held (rerr, unless ErrNotHeld).
+func (l *Lease) doneRun(rerr error) {
+	if rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+		l.runErr = rerr
+	}
+	close(l.runDone)
 }

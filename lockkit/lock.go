@@ -234,6 +234,9 @@ func (l Lock) poll(ctx context.Context, hold *obs.Hold, retry bool, r *Retry, st
 		if attempts == 1 && err == ErrNotAcquired {
 			contended = true
 		}
+		if err != ErrNotAcquired { //nolint:errorlint // the bare value: contention
+			settleCtx(ctx) // a failure at ctx's deadline is ctx's ending
+		}
 		if ctx.Err() != nil {
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
 		}
@@ -339,10 +342,10 @@ func (l Lock) grant(ctx, hctx context.Context, hold *obs.Hold, be driver.Backend
 	if c.isClosed() {
 		// Close came between track and here: hand out no lease that Close
 		// is about to release, or already has.
-		_ = lease.Release(ctx)
+		rerr := lease.Release(ctx)
 		if forDo {
 			lease.fnCancel(nil)
-			close(lease.runDone)
+			lease.doneRun(rerr) // Close, waiting on it, counts a failed release
 		}
 		return nil, ctx, ErrClosed
 	}

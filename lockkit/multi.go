@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/lockkit/lockkit/breaker"
@@ -207,6 +208,9 @@ func acquireAll(ctx context.Context, retry bool, set []Lock) ([]*Lease, []contex
 			contended = true
 		}
 		giveBack(ctx, leases)
+		if !isContention(err) {
+			settleCtx(ctx) // a failure at ctx's deadline is ctx's ending
+		}
 		if ctx.Err() != nil && err != ErrClosed {
 			// ctx ended during the attempt: its error, as a single lock's
 			// wait returns, not the contention the attempt found.
@@ -402,12 +406,45 @@ func attemptBatch(ctx context.Context, b driver.Batcher, set []Lock, tel *setHol
 	return leases, fctxs, nil
 }
 
-// giveBack releases leases taken for a set that could not be completed, in
-// reverse order, and ends their Do-side bookkeeping (Close may wait on it).
+// giveBack releases leases taken for a set that could not be completed,
+// and ends their Do-side bookkeeping (Close may wait on it).
 func giveBack(ctx context.Context, leases []*Lease) {
-	for i := len(leases) - 1; i >= 0; i-- {
-		_ = leases[i].finishRun(ctx) // held only for an instant: a loss means nothing here
+	_ = finishAll(ctx, leases) // held only for an instant: a loss means nothing here
+}
+
+// finishAll ends the Do side of every lease (finishRun) and returns their
+// losses. Each lease reads its own validity before any release is sent, and
+// the releases go out in parallel, as Close's do: one after another, a
+// stalled server held DoAll (and a Close waiting on it) a command timeout
+// per key, 2s for ten keys at 200ms, and a lease checked after the earlier
+// releases could be reported lost though it was valid when fn returned.
+func finishAll(ctx context.Context, leases []*Lease) []error {
+	switch len(leases) {
+	case 0:
+		return nil
+	case 1:
+		if err := leases[0].finishRun(ctx); err != nil {
+			return []error{err}
+		}
+		return nil
 	}
+	lost := make([]error, len(leases))
+	for i, l := range leases {
+		l.fnCancel(nil)
+		lost[i] = l.Err()
+	}
+	var wg sync.WaitGroup
+	for i, l := range leases {
+		wg.Go(func() { lost[i] = l.finishRunAfter(ctx, lost[i]) })
+	}
+	wg.Wait()
+	var errs []error
+	for _, err := range lost {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // runSet runs fn under every lease: its ctx ends when any lease is lost or
@@ -429,13 +466,7 @@ func runSet(ctx context.Context, leases []*Lease, fctxs []context.Context, fn fu
 			stop()
 		}
 		cancel(nil)
-		var lost []error
-		for _, l := range leases {
-			if lostErr := l.finishRun(ctx); lostErr != nil {
-				lost = append(lost, lostErr)
-			}
-		}
-		if len(lost) > 0 {
+		if lost := finishAll(ctx, leases); len(lost) > 0 {
 			err = errors.Join(append(lost, err)...)
 		}
 	}()

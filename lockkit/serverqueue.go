@@ -79,6 +79,7 @@ func (l Lock) acquireServerQueue(ctx, hctx, actx context.Context, hold *obs.Hold
 			// ErrUnavailable: it gave its token back itself.)
 			l.giveBackLater(ctx, be, token)
 		}
+		settleCtx(ctx) // a failure at ctx's deadline is ctx's ending
 		switch {
 		case ctx.Err() != nil:
 			return fail(ctxOutcome(ctx), l.ctxError(ctx, attempts, start))
