@@ -729,7 +729,8 @@ func (c *Client) Ping(ctx context.Context) error {
 // naming the keys whose acquisition had not finished giving them back. Close
 // does not close the clients the backend was made from (go-redis client,
 // pgx pool). A Close called while another runs waits for it (within its own
-// ctx) and returns what the first returned.
+// ctx) and returns what the first returned. Do not call Close from inside a
+// fn it waits for: it waits until its own ctx ends.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
