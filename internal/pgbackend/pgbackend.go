@@ -1620,16 +1620,20 @@ func (b *Backend) Capabilities() driver.Capabilities {
 }
 
 // ReadHolder reads, in one statement, whether any session holds key's
-// advisory lock (pg_locks) and key's last fence (the fence table): the
-// holder's, as the grant issues it in the statement that takes the lock.
-// PostgreSQL keeps neither the token nor a description of the holder, so
-// both are "". A grant whose statement has not committed yet shows the
-// previous fence for a moment.
+// advisory lock (pg_locks) under an unexpired lease record, and key's last
+// fence (the fence table): the holder's, as the grant issues it in the
+// statement that takes the lock. PostgreSQL keeps neither the token nor a
+// description of the holder, so both are "". A grant whose statement has
+// not committed yet shows nobody for a moment. A holder whose session
+// ended is shown until its record expires (the lock-delay, during which
+// nobody else is granted), when a waiter holds the lock while it waits it
+// out.
 func (b *Backend) ReadHolder(ctx context.Context, key string) (driver.Holding, bool, error) {
 	if err := checkKeyTTL(key, time.Millisecond); err != nil {
 		return driver.Holding{}, false, err
 	}
-	classid, objid := lockIDs(KeyID(key))
+	id := KeyID(key)
+	classid, objid := lockIDs(id)
 	long := key
 	if len(key) > FenceKeyMax {
 		long = FenceRowKey(key)
@@ -1638,7 +1642,7 @@ func (b *Backend) ReadHolder(ctx context.Context, key string) (driver.Holding, b
 		held  bool
 		fence int64
 	)
-	err := b.pool.QueryRow(ctx, sqlHolder, int64(classid), int64(objid), key, long).Scan(&held, &fence)
+	err := b.pool.QueryRow(ctx, sqlHolder, int64(classid), int64(objid), key, long, id).Scan(&held, &fence)
 	if err != nil {
 		return driver.Holding{}, false, fmt.Errorf("lockkit/pg: read holder: %w", wrapTableErr(err))
 	}

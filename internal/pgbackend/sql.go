@@ -125,9 +125,13 @@ var (
 		RETURNING t.fence`
 
 	// Who holds a key (ReadHolder): $1 classid, $2 objid, $3 key, $4 its
-	// long-key row (FenceRowKey, or the key again).
+	// long-key row (FenceRowKey, or the key again), $5 its lock id. Held
+	// means the advisory lock is granted and a lease record of the id is
+	// unexpired: a session that keeps the lock past its record (a paused
+	// backend, whose holder's lease has ended) leads nobody.
 	sqlHolder = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-			AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1 AND granted),
+			AND classid = $1::bigint::oid AND objid = $2::bigint::oid AND objsubid = 1 AND granted)
+		AND EXISTS (SELECT 1 FROM lockkit_leases WHERE id = $5 AND expires > clock_timestamp()),
 		coalesce((SELECT fence FROM lockkit_fences WHERE key = $3),
 			(SELECT fence FROM lockkit_fences WHERE key = $4), 0)`
 
