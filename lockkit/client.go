@@ -726,11 +726,12 @@ func (c *Client) Ping(ctx context.Context) error {
 // first, Close stops renewing whatever it could not release, so those locks
 // expire by their TTL (a Do still running then returns ErrLockLost at its
 // deadline), and returns an error saying how many leases were left and
-// naming the keys whose acquisition had not finished giving them back. Close
-// does not close the clients the backend was made from (go-redis client,
-// pgx pool). A Close called while another runs waits for it (within its own
-// ctx) and returns what the first returned. Do not call Close from inside a
-// fn it waits for: it waits until its own ctx ends.
+// naming the keys whose acquisition had not finished giving them back; the
+// backend's own resources are then freed once those Do calls have released
+// their leases. Close does not close the clients the backend was made from
+// (go-redis client, pgx pool). A Close called while another runs waits for
+// it (within its own ctx) and returns what the first returned. Do not call
+// Close from inside a fn it waits for: it waits until its own ctx ends.
 func (c *Client) Close(ctx context.Context) error {
 	if err := c.usable(); err != nil {
 		return err
@@ -908,6 +909,21 @@ func (c *Client) Close(ctx context.Context) error {
 		case <-closed:
 		case <-ctx.Done():
 		}
+	} else {
+		// Leases left under running work: the backend is closed once each
+		// has ended (its Do returned and released it, or it expired), so
+		// that its connections, sessions and subscriptions do not outlive
+		// the client. Nothing waits for this closing.
+		go func() {
+			for _, l := range left {
+				if l.runDone != nil {
+					<-l.runDone
+				} else {
+					<-l.leaseCtx().Done()
+				}
+			}
+			_ = c.be.Close()
+		}()
 	}
 	c.closeErr = errcheck.Returned(errors.Join(errs...))
 	return c.closeErr

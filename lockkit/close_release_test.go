@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/lockkit/lockkit/driver"
 	"github.com/lockkit/lockkit/internal/testserver"
 )
 
@@ -174,4 +176,60 @@ func TestCtxDeadlineDuringAttemptIsTheCtxs(t *testing.T) {
 			t.Errorf("%s: %d of 400 calls on a healthy server, ended by their own ctx deadline, were reported as ErrUnavailable, e.g. %v", op, unavailable, example)
 		}
 	}
+}
+
+// A Close whose ctx ends while a Do's fn still runs leaves that lease to
+// its Do (guarantee 4); once fn returns and Do releases it, the backend is
+// closed too, so that its connections, sessions and subscriptions do not
+// outlive the client. Before, nothing closed it.
+func TestCloseLeftWithRunningDoClosesBackendAfter(t *testing.T) {
+	r := testserver.StartRedis(t)
+	c := newClient(t, r)
+	spy := &closeSpy{Backend: c.be, closed: make(chan struct{})}
+	c.be = spy
+	l := lockOn(testDomain(t, c, Policy{TTL: 5 * time.Second}), "x")
+	inFn, finish := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Do(t.Context(), func(context.Context, *Lease) error {
+			close(inFn)
+			<-finish // ignores its ctx: Close cannot wait it out
+			return nil
+		})
+	}()
+	<-inFn
+	closeCtx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := c.Close(closeCtx); err == nil {
+		t.Fatal("Close returned nil with a Do's fn still running past its ctx")
+	}
+	select {
+	case <-spy.closed:
+		t.Fatal("the backend was closed under a running Do")
+	default:
+	}
+	close(finish)
+	if err := <-done; err != nil {
+		t.Errorf("Do = %v, want nil: its lease was valid when fn returned", err)
+	}
+	select {
+	case <-spy.closed:
+	case <-time.After(10 * time.Second):
+		t.Error("the backend was not closed after the last lease of the closed client ended")
+	}
+	if n := len(r.Client(t).Keys(t.Context(), "lock:"+t.Name()+":*").Val()); n != 0 {
+		t.Errorf("%d keys left", n)
+	}
+}
+
+// closeSpy is a backend that says when it is closed.
+type closeSpy struct {
+	driver.Backend
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (s *closeSpy) Close() error {
+	s.once.Do(func() { close(s.closed) })
+	return s.Backend.Close()
 }
