@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lockkit/lockkit/internal/obs"
@@ -40,7 +42,7 @@ func newRedlockBackend(nodes []redis.UniversalClient, cfg driver.Config) (*redlo
 	case n%2 == 0:
 		return nil, fmt.Errorf("lockkit: Redlock needs an odd number of nodes, got %d: a majority of %d is %d, which tolerates no more failed nodes than %d would; add or remove one", n, n, n/2+1, n-1)
 	}
-	b := &redlockBackend{quorum: n/2 + 1, cmdTimeout: cmdTimeout, workers: newWorkerPool()}
+	b := &redlockBackend{quorum: n/2 + 1, cmdTimeout: cmdTimeout, workers: newWorkerPool(), quit: make(chan struct{})}
 	seen := make(map[string]int, n)
 	for i, rdb := range nodes {
 		if rdb == nil {
@@ -60,7 +62,7 @@ func newRedlockBackend(nodes []redis.UniversalClient, cfg driver.Config) (*redlo
 				seen[id] = i
 			}
 		}
-		b.nodes = append(b.nodes, redlockNode{name: name, be: cfg.Guard(name, newRedlockMember(rdb, cmdTimeout))})
+		b.nodes = append(b.nodes, redlockNode{name: name, index: i, be: cfg.Guard(name, newRedlockMember(rdb, cmdTimeout))})
 	}
 	return b, nil
 }
@@ -137,14 +139,28 @@ type redlockBackend struct {
 	// until its TTL.
 	pending sync.Map // token -> *redlockRound
 
+	// work counts, by key, what may still leave a key on a node after the
+	// call that started it returned: a round's node commands still out, and
+	// the give-backs (giveBack) they started. GivingBack waits for it.
+	work keyCount
+	// maxTTL is the longest TTL an acquire or extend has asked for: how long
+	// a key whose release failed can live on at most (Release is not told
+	// its lease's TTL).
+	maxTTL atomic.Int64
+	// quit is closed by Close: the give-backs still going stop (the Client
+	// named their keys: GivingBack).
+	quit     chan struct{}
+	quitOnce sync.Once
+
 	workers workerPool
 }
 
 // redlockNode is one member: a single-node Redis backend behind its own
 // breaker, which the Client put there (driver.Config.Guard).
 type redlockNode struct {
-	name string
-	be   driver.Backend
+	name  string
+	index int // in redlockBackend.nodes
+	be    driver.Backend
 }
 
 var (
@@ -234,8 +250,93 @@ type nodeReporter interface {
 
 var _ nodeReporter = (*redlockBackend)(nil)
 
-// Close stops the idle workers.
-func (b *redlockBackend) Close() error { b.workers.stop(); return nil }
+// Close stops the idle workers and the give-backs still going (the
+// Client's Close has waited for them within its ctx, and named the keys of
+// those left: GivingBack).
+func (b *redlockBackend) Close() error {
+	b.quitOnce.Do(func() { close(b.quit) })
+	b.workers.stop()
+	return nil
+}
+
+// GivingBack waits until no node command or give-back that may leave a key
+// held by a released or failed token is still going, or ctx ends, and
+// returns the keys of those still going then (nil when none). The Client's
+// Close calls it once the leases are released: Close returns only once no
+// key is held by the client's tokens, or names the keys still in doubt
+// (docs/semantics.md, guarantee 4). A released lease whose acquire had not
+// answered on some node, or whose release failed on one, is given back there
+// in the background (giveBack), after Release returned.
+func (b *redlockBackend) GivingBack(ctx context.Context) []string {
+	return b.work.wait(ctx)
+}
+
+// keyCount counts work in flight by key, and lets a caller wait for none.
+type keyCount struct {
+	mu    sync.Mutex
+	byKey map[string]int
+	total int
+	idle  chan struct{} // closed when total drops to 0; nil when nobody waits
+}
+
+func (k *keyCount) add(key string) {
+	k.mu.Lock()
+	if k.byKey == nil {
+		k.byKey = make(map[string]int)
+	}
+	k.byKey[key]++
+	k.total++
+	k.mu.Unlock()
+}
+
+func (k *keyCount) done(key string) {
+	k.mu.Lock()
+	if k.byKey[key]--; k.byKey[key] <= 0 {
+		delete(k.byKey, key)
+	}
+	if k.total--; k.total == 0 && k.idle != nil {
+		close(k.idle)
+		k.idle = nil
+	}
+	k.mu.Unlock()
+}
+
+// wait returns once the count is 0 (nil), or when ctx ends with the keys
+// still counted.
+func (k *keyCount) wait(ctx context.Context) []string {
+	k.mu.Lock()
+	if k.total == 0 {
+		k.mu.Unlock()
+		return nil
+	}
+	if k.idle == nil {
+		k.idle = make(chan struct{})
+	}
+	idle := k.idle
+	k.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	keys := make([]string, 0, len(k.byKey))
+	for key := range k.byKey {
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+// noteTTL records ttl in maxTTL.
+func (b *redlockBackend) noteTTL(ttl time.Duration) {
+	for {
+		m := b.maxTTL.Load()
+		if int64(ttl) <= m || b.maxTTL.CompareAndSwap(m, int64(ttl)) {
+			return
+		}
+	}
+}
 
 // Capabilities: a quorum whose health stays green with up to N − quorum
 // node breakers open (locks are still granted while a majority's breakers
@@ -287,8 +388,14 @@ func (b *redlockBackend) acquireNodes(ctx context.Context, p *driver.Request) (i
 	if p.Fencing {
 		return 0, nil, errRedlockFencing // Client.Domain refuses it first
 	}
+	b.noteTTL(p.TTL)
 	r := b.newRound(key, token)
 	r.all = make(chan struct{})
+	r.until = r.start.Add(p.TTL)
+	// Counted until every node's command, and the give-back it may start,
+	// has ended (acquireOn).
+	b.work.add(key)
+	r.running.Store(int32(len(b.nodes)))
 	for i := range b.nodes {
 		b.workers.do(func() { r.acquireOn(ctx, i, p) })
 	}
@@ -325,7 +432,7 @@ func (b *redlockBackend) acquireNodes(ctx context.Context, p *driver.Request) (i
 	if granted {
 		return 0, nodes, nil
 	}
-	b.releaseAnswered(ctx, key, token, nodes)
+	b.releaseAnswered(ctx, key, token, r.until, nodes)
 	if ok+held >= b.quorum {
 		return 0, nodes, driver.ErrContended
 	}
@@ -333,35 +440,100 @@ func (b *redlockBackend) acquireNodes(ctx context.Context, p *driver.Request) (i
 }
 
 // releaseAnswered releases a failed attempt on the nodes that answered and
-// may hold the key: it waits for those that took it (they answer, and a
-// quick retry must not find its own stale key there) and not for those that
-// failed (their release may take the whole command timeout).
-func (b *redlockBackend) releaseAnswered(ctx context.Context, key, token string, nodes []nodeOutcome) {
+// may hold the key: it waits for the first release on those that took it
+// (they answer, and a quick retry must not find its own stale key there) and
+// not for those that failed (their release may take the whole command
+// timeout). Each is a give-back: repeated until the node confirms.
+func (b *redlockBackend) releaseAnswered(ctx context.Context, key, token string, until time.Time, nodes []nodeOutcome) {
 	var wg sync.WaitGroup
 	for i, o := range nodes {
 		switch o.Result {
 		case nodeOK:
 			wg.Add(1)
+			b.work.add(key)
 			b.workers.do(func() {
-				defer wg.Done()
-				b.releaseOn(ctx, i, key, token)
+				defer b.work.done(key)
+				b.giveBack(ctx, i, key, token, until, wg.Done)
 			})
 		case nodeFailed:
-			b.workers.do(func() { b.releaseOn(ctx, i, key, token) })
+			if nodeGone(o.Err) {
+				continue
+			}
+			b.work.add(key)
+			b.workers.do(func() {
+				defer b.work.done(key)
+				b.giveBack(ctx, i, key, token, until, nil)
+			})
 		}
 	}
 	wg.Wait()
 }
 
-// releaseOn is a best-effort release on one node, bounded by the command
+// releaseOn is one owner-checked release on node i, bounded by the command
 // timeout and independent of ctx's end.
-func (b *redlockBackend) releaseOn(ctx context.Context, i int, key, token string) {
+func (b *redlockBackend) releaseOn(ctx context.Context, i int, key, token string) (bool, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cmdTimeout)
 	defer cancel()
-	_, _ = b.nodes[i].be.Release(rctx, key, token)
+	return b.nodes[i].be.Release(rctx, key, token)
+}
+
+// giveBack gives token's key back on node i, whose acquire's outcome is
+// unknown (its reply was lost or came too late) or whose release failed,
+// for a token that holds no lease: one release is not enough, as a node
+// that stalled (SIGSTOP, a long fork) answers neither the acquire nor the
+// release, and runs the acquire when it wakes, after the release timed
+// out. So the owner-checked release is repeated, with backoff, until it
+// removes the key, or twice answers that the token holds nothing (the
+// second at least a command timeout after the first, so that an acquire
+// still on its way is caught), or until has passed (the TTL since the
+// acquire's send: the key is gone by then anyway), or the backend is
+// closed. Releases pass the node's breaker (the Client guards only
+// acquisitions), so an open breaker does not stop it. first, when set, is
+// called after the first release. The caller counts it in b.work.
+func (b *redlockBackend) giveBack(ctx context.Context, i int, key, token string, until time.Time, first func()) {
+	wait, misses := b.cmdTimeout/2, 0
+	for {
+		held, err := b.releaseOn(ctx, i, key, token)
+		if first != nil {
+			first()
+			first = nil
+		}
+		switch {
+		case err == nil && held:
+			return
+		case err == nil:
+			if misses++; misses == 2 {
+				return
+			}
+			wait = max(wait, b.cmdTimeout)
+		case nodeGone(err):
+			return
+		}
+		if time.Now().Add(wait).After(until) {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-b.quit:
+			t.Stop()
+			return
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// nodeGone reports whether err says that nothing can reach the node, so
+// that it holds nothing to give back: its client was closed, or no server
+// runs there (the node is down, and what it held in memory with it; one
+// restarted from its files is quarantined for a TTL, by when the key has
+// expired).
+func nodeGone(err error) bool {
+	return errors.Is(err, redis.ErrClosed) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func (b *redlockBackend) Extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
+	b.noteTTL(ttl)
 	return b.majority(ctx, "extend", nil, func(ctx context.Context, n *redlockNode) (bool, error) {
 		return n.be.Extend(ctx, key, token, ttl)
 	})
@@ -369,22 +541,53 @@ func (b *redlockBackend) Extend(ctx context.Context, key, token string, ttl time
 
 // release deletes the lease on every node. A node whose acquire has not
 // answered yet is not sent a release that could overtake it: the lease is
-// marked abandoned, and that node's acquire releases the key as soon as it
-// answers.
+// marked abandoned, and that node's acquire gives the key back as soon as
+// it answers (giveBack). A node whose release fails is given the key back
+// the same way, after Release returned.
 func (b *redlockBackend) Release(ctx context.Context, key, token string) (bool, error) {
 	var skip []bool
+	sent := len(b.nodes)
 	if v, ok := b.pending.LoadAndDelete(token); ok {
 		r := v.(*redlockRound)
 		r.mu.Lock()
 		r.abandoned = true
 		skip = make([]bool, len(r.got))
 		for i, got := range r.got {
-			skip[i] = !got
+			if skip[i] = !got; skip[i] {
+				sent--
+			}
 		}
 		r.mu.Unlock()
 	}
+	// Counted until every node's release has ended (majority returns
+	// before), and a failed one's give-back has started.
+	until := time.Now().Add(time.Duration(b.maxTTL.Load()))
+	b.work.add(key)
+	left := new(atomic.Int32)
+	left.Store(int32(sent))
+	if sent == 0 {
+		b.work.done(key)
+	}
 	return b.majority(ctx, "release", skip, func(ctx context.Context, n *redlockNode) (bool, error) {
-		return n.be.Release(ctx, key, token)
+		held, err := n.be.Release(ctx, key, token)
+		if err != nil && !nodeGone(err) {
+			i := n.index
+			b.work.add(key)
+			b.workers.do(func() {
+				defer b.work.done(key)
+				t := time.NewTimer(b.cmdTimeout / 2)
+				select {
+				case <-t.C:
+					b.giveBack(ctx, i, key, token, until, nil)
+				case <-b.quit:
+					t.Stop()
+				}
+			})
+		}
+		if left.Add(-1) == 0 {
+			b.work.done(key)
+		}
+		return held, err
 	})
 }
 
@@ -475,7 +678,9 @@ type redlockRound struct {
 	answers    []nodeOutcome
 	got        []bool // node i answered, counted or late
 	start      time.Time
+	until      time.Time          // acquisitions: start + TTL, when the key is gone anyway
 	cancel     context.CancelFunc // called by the last node to answer; may be nil
+	running    atomic.Int32       // acquisitions: node commands (and their give-backs) not ended
 
 	mu         sync.Mutex
 	ok, held   int
@@ -519,8 +724,11 @@ func (r *redlockRound) acquireOn(ctx context.Context, i int, p *driver.Request) 
 		res = nodeFailed
 	}
 	late, abandoned := r.record(i, res, err)
-	if late && abandoned && (res == nodeOK || res == nodeFailed) {
-		r.b.releaseOn(ctx, i, r.key, r.token)
+	if late && abandoned && (res == nodeOK || res == nodeFailed && !nodeGone(err)) {
+		r.b.giveBack(ctx, i, r.key, r.token, r.until, nil)
+	}
+	if r.running.Add(-1) == 0 {
+		r.b.work.done(r.key)
 	}
 }
 
