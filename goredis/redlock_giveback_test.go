@@ -59,6 +59,15 @@ func TestRedlockGiveBackOnWokenNode(t *testing.T) {
 				return lk.Key(), func() (*Lease, error) { return lk.TryAcquire(t.Context()) }
 			}
 		}
+		// take is a lease granted on the 2 nodes that run.
+		take := func(t *testing.T, acquire func() (*Lease, error)) *Lease {
+			t.Helper()
+			lease, err := acquire()
+			if err != nil {
+				t.Fatalf("2 of 3 nodes up: %v", err)
+			}
+			return lease
+		}
 		// wake lets the stopped node run after its acquire and the first
 		// give-back timed out (the case under test; not a bound).
 		wake := func(t *testing.T, nodes []*testserver.Redis) {
@@ -69,10 +78,7 @@ func TestRedlockGiveBackOnWokenNode(t *testing.T) {
 		t.Run(br.name+"/released lease", func(t *testing.T) {
 			nodes, _, l := rig(t)
 			key, acquire := l("k")
-			lease, err := acquire()
-			if err != nil {
-				t.Fatalf("2 of 3 nodes up: %v", err)
-			}
+			lease := take(t, acquire)
 			if err := lease.Release(t.Context()); err != nil {
 				t.Fatalf("release: %v", err)
 			}
@@ -101,10 +107,7 @@ func TestRedlockGiveBackOnWokenNode(t *testing.T) {
 		t.Run(br.name+"/Close waits", func(t *testing.T) {
 			nodes, c, l := rig(t)
 			key, acquire := l("k")
-			lease, err := acquire()
-			if err != nil {
-				t.Fatalf("2 of 3 nodes up: %v", err)
-			}
+			lease := take(t, acquire)
 			tok := lease.Token()
 			closed := make(chan error, 1)
 			go func() {
@@ -136,10 +139,7 @@ func TestRedlockGiveBackOnWokenNode(t *testing.T) {
 		t.Run(br.name+"/Close names the key when its ctx ends", func(t *testing.T) {
 			nodes, c, l := rig(t)
 			key, acquire := l("k")
-			lease, err := acquire()
-			if err != nil {
-				t.Fatalf("2 of 3 nodes up: %v", err)
-			}
+			lease := take(t, acquire)
 			tok := lease.Token()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			cerr := c.Close(ctx) // the node stays stopped until it returns

@@ -102,6 +102,24 @@ func (h *endHook) OnEnd(s sdktrace.ReadOnlySpan) {
 func (h *endHook) Shutdown(context.Context) error   { return nil }
 func (h *endHook) ForceFlush(context.Context) error { return nil }
 
+// holdTerm makes e's candidate the leader, in a Lead that holds the term
+// until the returned func is called (which checks Lead returned nil).
+func holdTerm(t *testing.T, ctx context.Context, e Election) (resign func()) {
+	t.Helper()
+	elected, hold := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Lead(ctx, func(context.Context, *Term) error { close(elected); <-hold; return nil })
+	}()
+	<-elected
+	return func() {
+		close(hold)
+		if err := <-done; err != nil {
+			t.Errorf("the leader's Lead = %v", err)
+		}
+	}
+}
+
 // Lead returns an error matching ctx's when ctx ends while it campaigns,
 // also when ctx ends right after a round's last attempt found the term
 // held, before Lead looked at ctx: never a bare ErrNotAcquired, which a
@@ -111,19 +129,7 @@ func TestElectionLeadCtxEndsAfterRound(t *testing.T) {
 	p := Policy{TTL: 2 * time.Second, Kind: "election", Retry: Retry{Attempts: 1}}
 	bg, cancelAll := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelAll()
-	leader := testDomain(t, newClient(t, r), p).Key(1).Literal("x").Election()
-	elected, hold := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- leader.Lead(bg, func(context.Context, *Term) error { close(elected); <-hold; return nil })
-	}()
-	<-elected
-	defer func() {
-		close(hold)
-		if err := <-done; err != nil {
-			t.Errorf("the leader's Lead = %v", err)
-		}
-	}()
+	defer holdTerm(t, bg, testDomain(t, newClient(t, r), p).Key(1).Literal("x").Election())()
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	hook := &endHook{cancel: cancel}
@@ -145,20 +151,7 @@ func TestElectionLeadCtxEndsSaysRounds(t *testing.T) {
 	p := Policy{TTL: 2 * time.Second, Kind: "election", Retry: Retry{Attempts: 1}}
 	bg, cancelAll := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancelAll()
-	c := newClient(t, r)
-	leader := testDomain(t, c, p).Key(1).Literal("x").Election()
-	elected, hold := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- leader.Lead(bg, func(context.Context, *Term) error { close(elected); <-hold; return nil })
-	}()
-	<-elected
-	defer func() {
-		close(hold)
-		if err := <-done; err != nil {
-			t.Errorf("the leader's Lead = %v", err)
-		}
-	}()
+	defer holdTerm(t, bg, testDomain(t, newClient(t, r), p).Key(1).Literal("x").Election())()
 	// Standby between rounds is up to a third of the TTL: ctx ends during
 	// one, after at least one round found the term held.
 	ctx, cancel := context.WithTimeout(bg, 900*time.Millisecond)
